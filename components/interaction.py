@@ -1,0 +1,162 @@
+"""Interaction data: prompts for a person, their answers, and the hub's change events."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "InteractionKind",
+    "InteractionRequest",
+    "InteractionResponse",
+    "PromptOpened",
+    "PromptSettled",
+    "Settlement",
+    "response_approved",
+]
+
+
+class InteractionKind(enum.Enum):
+    """What sort of answer a prompt wants."""
+
+    FREE_TEXT = "free_text"
+    CHOICE = "choice"
+    CONFIRM = "confirm"
+    TOOL_APPROVAL = "tool_approval"
+
+
+@dataclass(frozen=True, slots=True)
+class InteractionRequest:
+    """A question for a person. An empty ``id`` lets the hub mint one.
+
+    ``payload`` carries kind-specific data as plain JSON values (for a tool approval:
+    ``{"tool": name, "args": {...}}``).
+    """
+
+    id: str
+    kind: InteractionKind
+    prompt: str
+    choices: tuple[str, ...] = ()
+    stage: str = ""
+    required: bool = True
+    payload: Any = None
+
+    @classmethod
+    def free_text(
+        cls, id: str, prompt: str, stage: str = "", required: bool = True
+    ) -> InteractionRequest:
+        """A question answered with any text."""
+        return cls(id, InteractionKind.FREE_TEXT, prompt, (), stage, required)
+
+    @classmethod
+    def choice(
+        cls,
+        id: str,
+        prompt: str,
+        choices: Sequence[str],
+        stage: str = "",
+        required: bool = True,
+    ) -> InteractionRequest:
+        """A question answered by picking one of ``choices`` (by index).
+
+        Raises:
+            ValueError: ``choices`` is empty.
+        """
+        if not choices:
+            raise ValueError("`choices` must offer at least one choice, got none")
+        return cls(id, InteractionKind.CHOICE, prompt, tuple(choices), stage, required)
+
+    @classmethod
+    def confirm(
+        cls, id: str, prompt: str, stage: str = "", required: bool = True
+    ) -> InteractionRequest:
+        """A yes/no question; the answer's ``approved`` carries it."""
+        return cls(id, InteractionKind.CONFIRM, prompt, (), stage, required)
+
+    @classmethod
+    def tool_approval(
+        cls, id: str, tool: str, args: Mapping[str, Any], stage: str = ""
+    ) -> InteractionRequest:
+        """Ask a person whether the tool ``tool`` may run with ``args``."""
+        return cls(
+            id,
+            InteractionKind.TOOL_APPROVAL,
+            f"allow tool {tool!r} with {dict(args)!r}?",
+            (),
+            stage,
+            True,
+            {"tool": tool, "args": dict(args)},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class InteractionResponse:
+    """An answer to a prompt. The neutral response (timeout, cancel, expiry) is
+    ``InteractionResponse(request_id)``: ``value == ""``, ``choice is None``,
+    ``approved is None``, which an approval reads as **deny**."""
+
+    request_id: str
+    value: str = ""
+    choice: int | None = None
+    approved: bool | None = None
+
+    @classmethod
+    def text(cls, request_id: str, value: str) -> InteractionResponse:
+        """A free-text answer."""
+        return cls(request_id, value=value)
+
+    @classmethod
+    def choose(cls, request_id: str, index: int, value: str = "") -> InteractionResponse:
+        """The answer picking choice ``index`` (``value`` may carry its label)."""
+        return cls(request_id, value=value, choice=index)
+
+    @classmethod
+    def approval(cls, request_id: str, approved: bool, value: str = "") -> InteractionResponse:
+        """A yes/no answer to a confirm or tool-approval prompt."""
+        return cls(request_id, value=value, approved=approved)
+
+    @classmethod
+    def neutral(cls, request_id: str) -> InteractionResponse:
+        """The one response that timeout, cancel and expiry all resolve to."""
+        return cls(request_id)
+
+
+def response_approved(response: InteractionResponse) -> bool:
+    """Whether ``response`` approves: only ``approved is True`` does (rule: expiry denies)."""
+    return response.approved is True
+
+
+class Settlement(enum.Enum):
+    """How an open prompt left the open set."""
+
+    ANSWERED = "answered"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class PromptOpened:
+    """Hub change event: ``request`` from ``agent_id`` joined the open set at ``at``."""
+
+    agent_id: str
+    request: InteractionRequest
+    at: float
+    deadline: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSettled:
+    """Hub change event: a prompt left the open set, ``how`` and with which ``response``.
+
+    ``response`` is the neutral one unless ``how`` is ``ANSWERED``.
+    """
+
+    agent_id: str
+    request_id: str
+    how: Settlement
+    response: InteractionResponse
+    opened_at: float
+    at: float
+    kind: InteractionKind = field(default=InteractionKind.FREE_TEXT)

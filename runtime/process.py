@@ -1,0 +1,257 @@
+"""Running a subprocess that can be stopped: its whole process group, at once.
+
+A command runs in a new session (so in its own process group). Its output is captured with
+the head and the tail kept when it is long. On cancel or timeout the **whole process group**
+is killed, grandchildren included, and the result says which happened. On a clean exit
+nothing is killed, so a background job the command started (``cmd &``) survives it.
+
+The wait is one ``selectors`` loop on the caller's thread: the output pipes, a pidfd that
+becomes readable when the child exits (Linux), and a self-pipe that the cancel token writes
+to. A cancel or an exit therefore wakes the loop at once, with no polling and no helper
+threads, and a background job holding the pipes open cannot make the wait hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .cancel import CancelToken
+
+__all__ = ["ProcessEnd", "ProcessResult", "run_process"]
+
+DEFAULT_MAX_OUTPUT = 64 * 1024
+# How often to re-check the child when the platform has no pidfd to wake us.
+_POLL_WITHOUT_PIDFD = 0.05
+_READ_CHUNK = 65536
+
+
+class ProcessEnd(enum.Enum):
+    """How a process run ended."""
+
+    EXITED = "exited"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessResult:
+    """What a finished run returns; ``exit_code`` is negative when killed by a signal."""
+
+    argv: tuple[str, ...]
+    ended: ProcessEnd
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    elapsed: float
+    pid: int
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command exited by itself with status 0."""
+        return self.ended is ProcessEnd.EXITED and self.exit_code == 0
+
+
+class _Capture:
+    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest."""
+
+    __slots__ = ("_head", "_head_room", "_tail", "_tail_len", "_tail_room", "cut")
+
+    def __init__(self, limit: int) -> None:
+        self._head = bytearray()
+        self._head_room = limit - limit // 2
+        self._tail: deque[bytes] = deque()
+        self._tail_len = 0
+        self._tail_room = limit // 2
+        self.cut = 0
+
+    def add(self, data: bytes) -> None:
+        take = min(len(data), self._head_room - len(self._head))
+        if take > 0:
+            self._head += data[:take]
+            data = data[take:]
+        if not data:
+            return
+        self._tail.append(data)
+        self._tail_len += len(data)
+        while self._tail_len > self._tail_room:
+            excess = self._tail_len - self._tail_room
+            first = self._tail[0]
+            if len(first) <= excess:
+                self._tail.popleft()
+                self._tail_len -= len(first)
+                self.cut += len(first)
+            else:
+                self._tail[0] = first[excess:]
+                self._tail_len -= excess
+                self.cut += excess
+
+    def text(self) -> str:
+        head = self._head.decode("utf-8", errors="replace")
+        tail = b"".join(self._tail).decode("utf-8", errors="replace")
+        if self.cut:
+            return f"{head}\n[... {self.cut} bytes cut ...]\n{tail}"
+        return head + tail
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    timeout: float | None = None,
+    cancel: CancelToken | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    max_output: int = DEFAULT_MAX_OUTPUT,
+) -> ProcessResult:
+    """Run ``argv`` (no shell) until it exits, times out or ``cancel`` fires.
+
+    Raises:
+        ValueError: ``argv`` is empty, ``timeout`` is not positive, or ``max_output`` < 2.
+        OSError: the command cannot be started (e.g. ``FileNotFoundError``).
+    """
+    if not argv:
+        raise ValueError("`argv` must name a command, got an empty list")
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"`timeout` must be > 0 or None, got {timeout}")
+    if max_output < 2:
+        raise ValueError(f"`max_output` must be >= 2, got {max_output}")
+    argv = tuple(str(a) for a in argv)
+    if cancel is not None and cancel.cancelled:
+        return ProcessResult(argv, ProcessEnd.CANCELLED, None, "", "", 0.0, 0)
+
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        start_new_session=True,  # its own process group: killpg reaches grandchildren
+    )
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+
+    def on_cancel(_token: CancelToken) -> None:
+        with contextlib.suppress(OSError):  # closed already: the run is over
+            os.write(wake_w, b"x")
+
+    if cancel is not None:
+        cancel.add_callback(on_cancel)
+    try:
+        ended, out, err = _wait(proc, wake_r, timeout, started, max_output)
+    finally:
+        if cancel is not None:
+            cancel.remove_callback(on_cancel)
+        os.close(wake_r)
+        os.close(wake_w)
+    return ProcessResult(
+        argv=argv,
+        ended=ended,
+        exit_code=proc.returncode,
+        stdout=out.text(),
+        stderr=err.text(),
+        elapsed=time.monotonic() - started,
+        pid=proc.pid,
+    )
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    wake_r: int,
+    timeout: float | None,
+    started: float,
+    max_output: int,
+) -> tuple[ProcessEnd, _Capture, _Capture]:
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    out, err = _Capture(max_output), _Capture(max_output)
+    captures = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    pidfd = _pidfd_open(proc.pid)
+    sel = selectors.DefaultSelector()
+    try:
+        for fd in captures:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        sel.register(wake_r, selectors.EVENT_READ)
+        if pidfd is not None:
+            sel.register(pidfd, selectors.EVENT_READ)
+        deadline = None if timeout is None else started + timeout
+        while True:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if pidfd is None:
+                wait = _POLL_WITHOUT_PIDFD if wait is None else min(wait, _POLL_WITHOUT_PIDFD)
+            for key, _ in sel.select(wait):
+                fd = int(key.fd)
+                if fd in captures and not _drain(fd, captures[fd]):
+                    sel.unregister(fd)
+            if _woken(wake_r):
+                _kill_group(proc)
+                ended = ProcessEnd.CANCELLED
+                break
+            if proc.poll() is not None:
+                ended = ProcessEnd.EXITED
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                _kill_group(proc)
+                ended = ProcessEnd.TIMEOUT
+                break
+        # Take what is already in the pipes, but never wait for EOF: a background job
+        # (`cmd &`) may hold them open for as long as it lives.
+        for fd, capture in captures.items():
+            _drain(fd, capture)
+        return ended, out, err
+    finally:
+        sel.close()
+        if pidfd is not None:
+            os.close(pidfd)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def _drain(fd: int, capture: _Capture) -> bool:
+    """Read what ``fd`` has without blocking; returns False at EOF."""
+    while True:
+        try:
+            data = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        if not data:
+            return False
+        capture.add(data)
+
+
+def _woken(wake_r: int) -> bool:
+    try:
+        return bool(os.read(wake_r, 64))
+    except BlockingIOError:
+        return False
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's whole process group and reap the child."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # pgid == pid: start_new_session
+    proc.wait()
+
+
+def _pidfd_open(pid: int) -> int | None:
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        fd: int = opener(pid)
+    except OSError:
+        return None
+    return fd

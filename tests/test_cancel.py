@@ -1,0 +1,270 @@
+"""Cancel tokens fire once, trees follow their parents, and interrupts re-arm per turn."""
+
+import os
+import pickle
+import threading
+import time
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from runtime import Cancelled, CancelToken, InterruptHandle, ProcessEnd, run_process
+
+
+def test_an_idempotent_cancel_keeps_the_first_reason():
+    token = CancelToken()
+    assert token.cancel("first") is True
+    assert token.cancel("second") is False
+    assert token.cancelled
+    assert token.reason == "first"
+
+
+def test_children_follow_their_parent_and_not_the_reverse():
+    parent = CancelToken()
+    child = parent.child()
+    grandchild = child.child()
+    other = parent.child()
+    other.cancel("only me")
+    assert not parent.cancelled and not child.cancelled
+    parent.cancel("stop")
+    assert child.reason == "stop" and grandchild.reason == "stop"
+
+
+def test_a_child_of_a_cancelled_token_is_born_cancelled():
+    parent = CancelToken()
+    parent.cancel("gone")
+    assert parent.child().reason == "gone"
+
+
+def test_callbacks_run_exactly_once_including_one_added_after_the_cancel():
+    token = CancelToken()
+    calls: list[str] = []
+    token.add_callback(lambda t: calls.append(f"before:{t.reason}"))
+    token.cancel("x")
+    token.cancel("y")
+    token.add_callback(lambda t: calls.append(f"after:{t.reason}"))
+    assert calls == ["before:x", "after:x"]
+
+
+def test_a_raising_callback_does_not_stop_the_others_or_the_canceller(caplog):
+    token = CancelToken()
+    calls: list[int] = []
+
+    def boom(_t: CancelToken) -> None:
+        raise RuntimeError("callback failed")
+
+    token.add_callback(lambda t: calls.append(1))
+    token.add_callback(boom)
+    token.add_callback(lambda t: calls.append(3))
+    assert token.cancel() is True
+    assert calls == [1, 3]
+    assert "callback failed" in caplog.text
+
+
+def test_a_removed_callback_never_runs():
+    token = CancelToken()
+    calls: list[int] = []
+
+    def note(_t: CancelToken) -> None:
+        calls.append(1)
+
+    token.add_callback(note)
+    assert token.remove_callback(note) is True
+    assert token.remove_callback(note) is False
+    token.cancel()
+    assert calls == []
+
+
+def test_wait_returns_when_another_thread_cancels():
+    token = CancelToken()
+    waiting = threading.Event()
+    got: list[bool] = []
+
+    def waiter() -> None:
+        waiting.set()
+        got.append(token.wait(timeout=10))
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    assert waiting.wait(timeout=5)
+    token.cancel()
+    thread.join(timeout=5)
+    assert got == [True]
+    assert CancelToken().wait(timeout=0.01) is False
+
+
+def test_raise_if_cancelled_raises_cancelled_with_the_reason():
+    token = CancelToken()
+    token.raise_if_cancelled()
+    token.cancel("because")
+    with pytest.raises(Cancelled) as caught:
+        token.raise_if_cancelled()
+    assert caught.value.reason == "because"
+
+
+def test_a_pickled_token_arrives_fresh_in_the_same_state():
+    live = pickle.loads(pickle.dumps(CancelToken()))
+    assert not live.cancelled
+    done = CancelToken()
+    done.cancel("late")
+    assert pickle.loads(pickle.dumps(done)).reason == "late"
+
+
+def test_concurrent_cancels_fire_callbacks_exactly_once():
+    for _ in range(50):
+        token = CancelToken()
+        calls: list[int] = []
+        token.add_callback(lambda t, calls=calls: calls.append(1))
+        barrier = threading.Barrier(4, timeout=5)
+        winners: list[bool] = []
+
+        def cancel(barrier=barrier, token=token, winners=winners) -> None:
+            barrier.wait()
+            winners.append(token.cancel("race"))
+
+        threads = [threading.Thread(target=cancel) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=5)
+        assert calls == [1]
+        assert winners.count(True) == 1
+
+
+class TokenTree(RuleBasedStateMachine):
+    """Random trees of tokens: a token is cancelled iff it or an ancestor was cancelled,
+    its reason is the first reason that reached it, and its callbacks ran exactly once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens: list[CancelToken] = [CancelToken()]
+        self.parent: list[int | None] = [None]
+        self.expected_reason: list[str | None] = [None]
+        self.calls: list[int] = [0]
+        self.tokens[0].add_callback(self._counter(0))
+        self.reasons = 0
+
+    def _counter(self, index: int):
+        def count(_t: CancelToken) -> None:
+            self.calls[index] += 1
+
+        return count
+
+    @rule(data=st.data())
+    def make_child(self, data: st.DataObject) -> None:
+        parent = data.draw(st.integers(0, len(self.tokens) - 1))
+        child = self.tokens[parent].child()
+        index = len(self.tokens)
+        self.tokens.append(child)
+        self.parent.append(parent)
+        self.expected_reason.append(self.expected_reason[parent])
+        self.calls.append(0)
+        child.add_callback(self._counter(index))
+
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        index = data.draw(st.integers(0, len(self.tokens) - 1))
+        self.reasons += 1
+        reason = f"r{self.reasons}"
+        fired = self.tokens[index].cancel(reason)
+        assert fired == (self.expected_reason[index] is None)
+        self._spread(index, reason)
+
+    def _spread(self, index: int, reason: str) -> None:
+        if self.expected_reason[index] is not None:
+            return
+        self.expected_reason[index] = reason
+        for child, parent in enumerate(self.parent):
+            if parent == index:
+                self._spread(child, reason)
+
+    @precondition(lambda self: len(self.tokens) > 1)
+    @rule()
+    def add_late_callback(self) -> None:
+        extra: list[int] = []
+        token = self.tokens[-1]
+        token.add_callback(lambda t: extra.append(1))
+        assert extra == ([1] if token.cancelled else [])
+
+    @invariant()
+    def state_matches_the_model(self) -> None:
+        for token, reason, calls in zip(self.tokens, self.expected_reason, self.calls, strict=True):
+            assert token.reason == reason
+            assert calls == (0 if reason is None else 1)
+
+
+TestTokenTree = TokenTree.TestCase
+TestTokenTree.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+
+
+def test_an_interrupt_handle_starts_untriggered():
+    handle = InterruptHandle()
+    assert not handle.is_interrupted()
+    assert not handle.token().cancelled
+
+
+def test_interrupt_then_rearm_clears_and_the_old_token_stays_cancelled():
+    handle = InterruptHandle()
+    old = handle.token()
+    assert handle.interrupt() is True
+    assert handle.is_interrupted() and old.cancelled
+    fresh = handle.rearm()
+    assert not handle.is_interrupted()
+    assert handle.token() is fresh and not fresh.cancelled
+    assert old.cancelled
+
+
+def test_two_references_to_one_handle_share_state():
+    handle = InterruptHandle()
+    alias = handle
+    alias.interrupt()
+    assert handle.is_interrupted()
+    handle.rearm()
+    assert not alias.is_interrupted()
+
+
+def _process_group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    # A group whose members are all zombies (awaiting a reaper) is dead for our purpose.
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def test_a_cross_thread_interrupt_aborts_a_subprocess_wait():
+    handle = InterruptHandle()
+    started = threading.Event()
+    outcome: list[tuple[ProcessEnd, float, int]] = []
+
+    def worker() -> None:
+        token = handle.token()
+        started.set()
+        result = run_process(["sleep", "5"], cancel=token)
+        outcome.append((result.ended, result.elapsed, result.pid))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert started.wait(timeout=5)
+    time.sleep(0.25)
+    interrupted_at = time.monotonic()
+    handle.interrupt()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    ended, elapsed, pid = outcome[0]
+    assert ended is ProcessEnd.CANCELLED
+    assert elapsed < 2.0
+    assert time.monotonic() - interrupted_at < 1.0
+    assert not _process_group_alive(pid)

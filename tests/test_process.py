@@ -1,0 +1,88 @@
+"""Subprocesses: whole groups die on timeout and cancel; clean exits kill nothing."""
+
+import os
+import sys
+import time
+
+import pytest
+
+from runtime import CancelToken, ProcessEnd, run_process
+from tests.test_cancel import _process_group_alive
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_command_runs_and_its_output_is_captured():
+    result = run_process(
+        [sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"]
+    )
+    assert result.ok
+    assert result.stdout == "out\n" and result.stderr == "err\n"
+    assert result.ended is ProcessEnd.EXITED
+
+
+def test_a_failing_command_reports_its_exit_code():
+    result = run_process([sys.executable, "-c", "raise SystemExit(3)"])
+    assert result.ended is ProcessEnd.EXITED and result.exit_code == 3 and not result.ok
+
+
+def test_a_timed_out_commands_grandchildren_are_killed(tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    script = f"sleep 30 & echo $! > {pidfile}; wait"
+    result = run_process(["sh", "-c", script], timeout=0.5)
+    assert result.ended is ProcessEnd.TIMEOUT
+    assert result.elapsed < 5
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _alive(grandchild)
+    assert not _process_group_alive(result.pid)
+
+
+def test_a_clean_exit_leaves_a_background_job_alive(tmp_path):
+    pidfile = tmp_path / "bg.pid"
+    # The background job keeps stdout open; the wait must not hang on it.
+    result = run_process(["sh", "-c", f"sleep 30 & echo $! > {pidfile}; echo done"], timeout=10)
+    try:
+        assert result.ended is ProcessEnd.EXITED and result.exit_code == 0
+        assert result.elapsed < 5
+        assert "done" in result.stdout
+        assert _alive(int(pidfile.read_text()))
+    finally:
+        os.kill(int(pidfile.read_text()), 9)
+
+
+def test_long_output_keeps_its_head_and_tail():
+    code = "import sys; sys.stdout.write('HEAD' + 'x' * 100000 + 'TAIL')"
+    result = run_process([sys.executable, "-c", code], max_output=1000)
+    assert result.stdout.startswith("HEAD")
+    assert result.stdout.endswith("TAIL")
+    assert "bytes cut" in result.stdout
+    assert len(result.stdout) < 1200
+    assert "[... 99008 bytes cut ...]" in result.stdout
+
+
+def test_a_token_cancelled_before_the_start_runs_nothing(tmp_path):
+    token = CancelToken()
+    token.cancel()
+    marker = tmp_path / "ran"
+    result = run_process(["touch", str(marker)], cancel=token)
+    assert result.ended is ProcessEnd.CANCELLED
+    assert not marker.exists()
+
+
+def test_bad_arguments_name_the_value():
+    with pytest.raises(ValueError, match="empty"):
+        run_process([])
+    with pytest.raises(ValueError, match="-1"):
+        run_process(["true"], timeout=-1)
+    with pytest.raises(FileNotFoundError):
+        run_process(["/no/such/command"])
