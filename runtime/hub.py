@@ -1,0 +1,421 @@
+"""The interaction hub: prompts for a person, with deadlines, cancellation and wake-ups.
+
+``InteractionHub`` is a thread-safe registry of open requests keyed by request id. A tool in
+a lane job calls ``ask`` and blocks (off the lane) until a person answers; the tick thread
+calls ``open`` and learns of the settlement from the listener, which the world posts to its
+inbox. Every request leaves the open set exactly once, by ``answer``, ``cancel`` (also
+``cancel_for_agent`` and ``close``) or expiry, and the first of these to take the hub's lock
+wins. Everything but an answer resolves to the same neutral response, which an approval
+reads as deny.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import logging
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from components.interaction import (
+    InteractionRequest,
+    InteractionResponse,
+    PromptOpened,
+    PromptSettled,
+    Settlement,
+)
+
+from .clock import Clock, MonotonicClock
+from .errors import ConfigError, DuplicateRequestError
+from .lane import off_lane
+from .wake import Wake
+
+__all__ = ["HubEvent", "HubListener", "HubStats", "InteractionHub"]
+
+HubEvent: TypeAlias = PromptOpened | PromptSettled
+# `object`, not `None`: whatever a listener returns (an inbox sequence number, say) is ignored.
+HubListener: TypeAlias = Callable[[HubEvent], object]
+
+_log = logging.getLogger(__name__)
+
+# How many settlements `try_settlement` remembers; older ones are forgotten first.
+_RECENT_SETTLEMENTS = 10_000
+# The deadline heap is rebuilt without its stale items once it holds more than twice as
+# many items as there are open requests (and at least this many), so lazy deletion keeps
+# `next_deadline` O(log n) amortised without letting answered prompts pile up in the heap.
+_HEAP_COMPACT_MIN = 64
+
+
+@dataclass(frozen=True, slots=True)
+class HubStats:
+    """A snapshot of the hub's counters: how many prompts opened and how each ended."""
+
+    opened: int
+    answered: int
+    cancelled: int
+    expired: int
+    open: int
+
+
+@dataclass(slots=True)
+class _Open:
+    """One open request. Kept small: most prompts come from `open` and never get a waiter."""
+
+    agent_id: str
+    request: InteractionRequest
+    opened_at: float
+    deadline: float | None
+    # Unique per hub; a heap item for this request carries it, so an item left behind by an
+    # earlier request with the same id is recognised as stale.
+    seq: int
+    # Set only by `ask`; settlement sets it after recording `settled`.
+    waiter: threading.Event | None = None
+    # Written once, under the hub lock, when the request leaves the open set.
+    settled: PromptSettled | None = None
+
+
+class InteractionHub:
+    """A thread-safe registry of prompts waiting for a person.
+
+    ``clock`` dates openings, settlements and deadlines (default: ``MonotonicClock()``).
+    ``timeout_secs`` is the deadline given to each request at opening; 0 waits forever.
+    ``listener`` hears of every opening and every settlement, in the order they happened.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        timeout_secs: float = 3600.0,
+        listener: HubListener | None = None,
+    ) -> None:
+        self._clock: Clock = clock if clock is not None else MonotonicClock()
+        self._timeout_secs = _checked_timeout(timeout_secs)
+        self._listener = listener
+        self._wake: Wake | None = None
+        # Reentrant so that a listener calling back into the hub cannot deadlock it; its
+        # nested events still come out in the order the changes happened.
+        self._lock = threading.RLock()
+        # Invariant: `_open` holds exactly the open requests, in opening order, and
+        # `_by_agent[a]` holds exactly the ids in `_open` whose agent is `a` (no empty sets).
+        self._open: dict[str, _Open] = {}
+        self._by_agent: dict[str, dict[str, None]] = {}
+        # Items (deadline, seq, request id); an item is stale once its request settled.
+        self._deadlines: list[tuple[float, int, str]] = []
+        self._recent: OrderedDict[str, PromptSettled] = OrderedDict()
+        self._minted = 0
+        self._opened = 0
+        self._counts = dict.fromkeys(Settlement, 0)
+
+    def set_listener(self, listener: HubListener | None) -> None:
+        """Replace the change listener (``None`` removes it).
+
+        The listener is called while the hub's lock is held, so events of one hub arrive in
+        the exact order the changes happened; it must be quick. If it raises, the error is
+        logged and ignored.
+        """
+        with self._lock:
+            self._listener = listener
+
+    def attach_wake(self, wake: Wake) -> bool:
+        """Attach the wake to nudge on every change; return False if one is attached already."""
+        with self._lock:
+            if self._wake is not None:
+                return False
+            self._wake = wake
+            return True
+
+    @property
+    def timeout_secs(self) -> float:
+        """The deadline given to requests opened from now on, in seconds (0: none)."""
+        return self._timeout_secs
+
+    def set_timeout_secs(self, secs: float) -> None:
+        """Set the deadline for requests opened from now on; 0 waits forever.
+
+        Requests already open keep the deadline they were opened with.
+
+        Raises:
+            ConfigError: ``secs`` is negative or not finite (a ``ValueError``).
+        """
+        self._timeout_secs = _checked_timeout(secs)
+
+    def open(self, agent_id: str, request: InteractionRequest) -> str:
+        """Open ``request`` for ``agent_id`` without waiting and return its request id.
+
+        An empty ``request.id`` gets a minted one, ``<agent>-<kind>-<n>``. The settlement is
+        reported to the listener.
+
+        Raises:
+            DuplicateRequestError: a request with this id is already open.
+        """
+        entry = self._open_entry(agent_id, request, None)
+        self._nudge()
+        return entry.request.id
+
+    def ask(self, agent_id: str, request: InteractionRequest) -> InteractionResponse:
+        """Open ``request`` for ``agent_id`` and block until it settles; return the response.
+
+        A timeout or a cancellation returns the neutral response. On a real clock the wait
+        ends by itself at the deadline; on a virtual clock ``expire_due`` ends it. Inside a
+        lane job the whole wait is spent off the lane.
+
+        Raises:
+            DuplicateRequestError: a request with this id is already open.
+        """
+        entry = self._open_entry(agent_id, request, threading.Event())
+        self._nudge()
+        try:
+            settled = self._wait(entry)
+        except BaseException:
+            # The asker is gone (interrupted), so nobody could receive an answer: leave no
+            # orphaned prompt behind.
+            self.cancel(entry.request.id)
+            raise
+        return settled.response
+
+    def answer(self, response: InteractionResponse) -> bool:
+        """Settle the open request ``response.request_id`` with ``response``.
+
+        Returns False, changing nothing, if that request is unknown or already settled.
+        An answer wins whenever it takes the lock first, even at or past the deadline.
+        """
+        return self._settle_and_nudge(response.request_id, Settlement.ANSWERED, response)
+
+    def cancel(self, request_id: str) -> bool:
+        """Settle the open request ``request_id`` with the neutral response.
+
+        Returns False, changing nothing, if that request is unknown or already settled.
+        """
+        return self._settle_and_nudge(request_id, Settlement.CANCELLED, None)
+
+    def cancel_for_agent(self, agent_id: str) -> int:
+        """Cancel every open request of ``agent_id`` and return how many were cancelled.
+
+        Other agents' requests are untouched. A cancelled run must leave no orphaned prompt.
+        """
+        return self._cancel_all(lambda: list(self._by_agent.get(agent_id, ())))
+
+    def close(self) -> int:
+        """Cancel every open request and return how many were cancelled.
+
+        The hub stays usable afterwards; closing only clears what was waiting.
+        """
+        return self._cancel_all(lambda: list(self._open))
+
+    def expire_due(self, now: float) -> list[str]:
+        """Expire every open request whose deadline is at or before ``now``; return their ids.
+
+        Expired requests settle with the neutral response, earliest deadline first.
+        """
+        expired: list[str] = []
+        with self._lock:
+            while (top := self._live_top()) is not None and top[0] <= now:
+                heapq.heappop(self._deadlines)
+                self._settle(top[2], Settlement.EXPIRED, None)
+                expired.append(top[2])
+        if expired:
+            self._nudge()
+        return expired
+
+    def next_deadline(self) -> float | None:
+        """Return the earliest deadline among open requests, or None if none has one."""
+        with self._lock:
+            top = self._live_top()
+        return None if top is None else top[0]
+
+    def pending(self) -> list[tuple[str, InteractionRequest]]:
+        """Return ``(agent_id, request)`` for every open request, in opening order."""
+        with self._lock:
+            return [(e.agent_id, e.request) for e in self._open.values()]
+
+    def try_request(self, request_id: str) -> tuple[str, InteractionRequest] | None:
+        """Return ``(agent_id, request)`` for the open request ``request_id``, else None."""
+        with self._lock:
+            entry = self._open.get(request_id)
+            return None if entry is None else (entry.agent_id, entry.request)
+
+    def try_settlement(self, request_id: str) -> PromptSettled | None:
+        """Return how ``request_id`` last settled, or None if unknown or long forgotten.
+
+        Only the most recent settlements are remembered (10,000).
+        """
+        with self._lock:
+            return self._recent.get(request_id)
+
+    def stats(self) -> HubStats:
+        """Return a snapshot of the counters: opened, answered, cancelled, expired, open."""
+        with self._lock:
+            counts = self._counts
+            return HubStats(
+                opened=self._opened,
+                answered=counts[Settlement.ANSWERED],
+                cancelled=counts[Settlement.CANCELLED],
+                expired=counts[Settlement.EXPIRED],
+                open=len(self._open),
+            )
+
+    def _open_entry(
+        self, agent_id: str, request: InteractionRequest, waiter: threading.Event | None
+    ) -> _Open:
+        """Add a request to the open set and report it; the one way in."""
+        with self._lock:
+            # Everything that may raise comes before the first change of state.
+            now = self._clock.now()
+            if request.id:
+                if request.id in self._open:
+                    raise DuplicateRequestError(f"request id {request.id!r} is already open")
+            else:
+                request = dataclasses.replace(request, id=self._mint(agent_id, request))
+            secs = self._timeout_secs
+            deadline = now + secs if secs > 0 else None
+            self._opened += 1
+            entry = _Open(agent_id, request, now, deadline, self._opened, waiter)
+            self._open[request.id] = entry
+            self._by_agent.setdefault(agent_id, {})[request.id] = None
+            if deadline is not None:
+                heapq.heappush(self._deadlines, (deadline, entry.seq, request.id))
+            self._emit(PromptOpened(agent_id, request, now, deadline))
+            return entry
+
+    def _mint(self, agent_id: str, request: InteractionRequest) -> str:
+        """Mint the next free id; called under the lock."""
+        while True:
+            self._minted += 1
+            minted = f"{agent_id}-{request.kind.value}-{self._minted}"
+            # Skip an id a caller chose by hand, rather than refuse a request without one.
+            if minted not in self._open:
+                return minted
+
+    def _settle(
+        self, request_id: str, how: Settlement, response: InteractionResponse | None
+    ) -> _Open | None:
+        """Take ``request_id`` out of the open set and report it; the one way out.
+
+        Called under the lock, which makes the first settlement win: a later one finds the
+        request gone and returns None. ``response`` None means the neutral response.
+        """
+        if request_id not in self._open:
+            return None
+        at = self._clock.now()  # may raise: read it before the first change of state
+        entry = self._open.pop(request_id)
+        agent_ids = self._by_agent[entry.agent_id]
+        del agent_ids[request_id]
+        if not agent_ids:
+            del self._by_agent[entry.agent_id]
+        self._counts[how] += 1
+        event = PromptSettled(
+            entry.agent_id,
+            request_id,
+            how,
+            response if response is not None else InteractionResponse.neutral(request_id),
+            entry.opened_at,
+            at,
+            entry.request.kind,
+        )
+        entry.settled = event
+        self._remember(event)
+        self._compact_deadlines()
+        if entry.waiter is not None:
+            entry.waiter.set()
+        self._emit(event)
+        return entry
+
+    def _settle_and_nudge(
+        self, request_id: str, how: Settlement, response: InteractionResponse | None
+    ) -> bool:
+        """Settle one request under the lock, then nudge the wake if it was still open."""
+        with self._lock:
+            settled = self._settle(request_id, how, response) is not None
+        if settled:
+            self._nudge()
+        return settled
+
+    def _cancel_all(self, ids: Callable[[], list[str]]) -> int:
+        """Cancel the requests ``ids()`` lists; listing and cancelling under one lock hold
+        makes it one step, its settlements reported together with no other change between."""
+        with self._lock:
+            count = sum(self._settle(i, Settlement.CANCELLED, None) is not None for i in ids())
+        if count:
+            self._nudge()
+        return count
+
+    def _wait(self, entry: _Open) -> PromptSettled:
+        """Wait, off the lane, until ``entry`` settles, expiring it at its deadline on a real
+        clock; the one place a thread waits for a person."""
+        waiter = entry.waiter
+        assert waiter is not None
+        deadline = entry.deadline
+        with off_lane():
+            if deadline is None or self._clock.virtual:
+                waiter.wait()
+            else:
+                while not waiter.wait(max(0.0, deadline - self._clock.now())):
+                    if self._clock.now() >= deadline:
+                        self._expire(entry)
+                        break
+        assert entry.settled is not None
+        return entry.settled
+
+    def _expire(self, entry: _Open) -> None:
+        """Expire ``entry`` if it is still the open request with its id (an answer may have won)."""
+        with self._lock:
+            if self._open.get(entry.request.id) is not entry:
+                return
+            self._settle(entry.request.id, Settlement.EXPIRED, None)
+        self._nudge()
+
+    def _live_top(self) -> tuple[float, int, str] | None:
+        """Drop stale items off the deadline heap and return the earliest live one."""
+        heap = self._deadlines
+        while heap:
+            entry = self._open.get(heap[0][2])
+            if entry is not None and entry.seq == heap[0][1]:
+                return heap[0]
+            heapq.heappop(heap)
+        return None
+
+    def _compact_deadlines(self) -> None:
+        """Rebuild the heap without stale items once they outnumber the live ones."""
+        heap = self._deadlines
+        if len(heap) < _HEAP_COMPACT_MIN or len(heap) <= 2 * len(self._open):
+            return
+        open_ = self._open
+        live = [it for it in heap if (e := open_.get(it[2])) is not None and e.seq == it[1]]
+        heapq.heapify(live)
+        self._deadlines = live
+
+    def _remember(self, event: PromptSettled) -> None:
+        """Keep ``event`` for ``try_settlement``, forgetting the oldest beyond the bound."""
+        recent = self._recent
+        recent.pop(event.request_id, None)
+        recent[event.request_id] = event
+        if len(recent) > _RECENT_SETTLEMENTS:
+            recent.popitem(last=False)
+
+    def _emit(self, event: HubEvent) -> None:
+        """Report ``event`` to the listener, under the lock; a failing listener is logged."""
+        listener = self._listener
+        if listener is None:
+            return
+        try:
+            listener(event)
+        except Exception:
+            _log.exception("hub listener raised on %r; ignored", event)
+
+    def _nudge(self) -> None:
+        """Nudge the attached wake, if any (outside the lock: a wake never calls back)."""
+        wake = self._wake
+        if wake is not None:
+            wake.notify()
+
+
+def _checked_timeout(secs: float) -> float:
+    """Return ``secs`` as a float, or raise ConfigError if it is negative or not finite."""
+    if not math.isfinite(secs) or secs < 0:
+        raise ConfigError(f"`timeout_secs` must be a finite number >= 0, got {secs}")
+    return float(secs)

@@ -1,0 +1,875 @@
+"""The interaction hub settles every prompt exactly once, in order, whoever gets there first."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from components.interaction import (
+    InteractionKind,
+    InteractionRequest,
+    InteractionResponse,
+    PromptOpened,
+    PromptSettled,
+    Settlement,
+    response_approved,
+)
+from runtime import lane
+from runtime.clock import ManualClock, MonotonicClock
+from runtime.errors import DuplicateRequestError
+from runtime.hub import HubEvent, HubStats, InteractionHub
+from runtime.wake import Wake
+
+WAIT = 5.0  # the longest any wait in these tests may take before it counts as a hang
+
+
+class Recorder:
+    """A listener that keeps every event and lets a test wait for one."""
+
+    def __init__(self) -> None:
+        self.events: list[HubEvent] = []
+        self._cond = threading.Condition()
+
+    def __call__(self, event: HubEvent) -> None:
+        with self._cond:
+            self.events.append(event)
+            self._cond.notify_all()
+
+    def wait_for(self, predicate: Callable[[list[HubEvent]], bool]) -> None:
+        with self._cond:
+            assert self._cond.wait_for(lambda: predicate(self.events), timeout=WAIT)
+
+    def wait_opened(self, request_id: str) -> None:
+        self.wait_for(
+            lambda evs: any(isinstance(e, PromptOpened) and e.request.id == request_id for e in evs)
+        )
+
+    def summary(self) -> list[tuple[str, str, Settlement | None]]:
+        return [
+            ("opened", e.request.id, None)
+            if isinstance(e, PromptOpened)
+            else ("settled", e.request_id, e.how)
+            for e in self.events
+        ]
+
+
+class Asker:
+    """Runs ``hub.ask`` on its own thread and keeps what it returned."""
+
+    def __init__(self, hub: InteractionHub, agent_id: str, request: InteractionRequest) -> None:
+        self.responses: list[InteractionResponse] = []
+        self.error: BaseException | None = None
+        self._hub, self._agent_id, self._request = hub, agent_id, request
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.responses.append(self._hub.ask(self._agent_id, self._request))
+        except BaseException as exc:
+            self.error = exc
+
+    def result(self) -> InteractionResponse:
+        self.thread.join(timeout=WAIT)
+        assert not self.thread.is_alive(), "the asker hung"
+        if self.error is not None:
+            raise self.error
+        assert len(self.responses) == 1
+        return self.responses[0]
+
+
+def text(request_id: str, prompt: str = "name?") -> InteractionRequest:
+    return InteractionRequest.free_text(request_id, prompt)
+
+
+def test_a_prompt_is_answered_through_the_hub():
+    recorder = Recorder()
+    hub = InteractionHub(clock=ManualClock(), listener=recorder)
+    asker = Asker(hub, "alice", text("q1"))
+    recorder.wait_opened("q1")
+    assert hub.pending() == [("alice", text("q1"))]
+    assert hub.try_request("q1") == ("alice", text("q1"))
+    assert hub.answer(InteractionResponse.text("q1", "Ada")) is True
+    assert asker.result() == InteractionResponse.text("q1", "Ada")
+    assert hub.pending() == []
+    assert hub.try_request("q1") is None
+    assert hub.answer(InteractionResponse.text("nobody-asked", "x")) is False
+    assert hub.answer(InteractionResponse.text("q1", "again")) is False
+    assert hub.stats() == HubStats(opened=1, answered=1, cancelled=0, expired=0, open=0)
+
+
+def test_opening_answering_cancelling_and_expiring_each_nudge_the_wake():
+    clock = ManualClock()
+    hub = InteractionHub(clock=clock, timeout_secs=10)
+    wake, other = Wake(), Wake()
+    assert hub.attach_wake(wake) is True
+    assert hub.attach_wake(other) is False
+
+    def nudged() -> bool:
+        return wake.wait(timeout=0)
+
+    hub.open("a", text("1"))
+    assert nudged()
+    assert hub.answer(InteractionResponse.text("1", "x"))
+    assert nudged()
+    hub.open("a", text("2"))
+    assert nudged()
+    assert hub.cancel("2")
+    assert nudged()
+    hub.open("a", text("3"))
+    assert nudged()
+    clock.advance(10)
+    assert hub.expire_due(clock.now()) == ["3"]
+    assert nudged()
+    hub.open("a", text("4"))
+    assert nudged()
+    assert hub.cancel_for_agent("a") == 1
+    assert nudged()
+    # Nothing changed, so nothing nudges; the ignored second wake never hears anything.
+    assert not hub.answer(InteractionResponse.text("1", "x"))
+    assert not hub.cancel("2")
+    assert hub.expire_due(clock.now()) == []
+    assert not nudged()
+    assert other.notifies == 0
+
+
+def test_cancel_wakes_the_asker_with_the_neutral_response():
+    recorder = Recorder()
+    hub = InteractionHub(clock=ManualClock(), listener=recorder)
+    asker = Asker(hub, "a", InteractionRequest.confirm("ok", "proceed?"))
+    recorder.wait_opened("ok")
+    assert hub.cancel("ok") is True
+    response = asker.result()
+    assert response == InteractionResponse.neutral("ok")
+    assert response.value == "" and response.approved is None
+    assert hub.cancel("ok") is False
+    assert hub.stats().cancelled == 1
+
+
+def test_a_prompt_nobody_answers_is_released_when_the_deadline_passes():
+    clock = ManualClock(100.0)
+    recorder = Recorder()
+    hub = InteractionHub(clock=clock, timeout_secs=30, listener=recorder)
+    asker = Asker(hub, "a", text("q"))
+    recorder.wait_opened("q")
+    assert hub.next_deadline() == 130.0
+    clock.advance(29.5)
+    assert hub.expire_due(clock.now()) == []
+    assert hub.pending() == [("a", text("q"))]
+    clock.advance(0.5)
+    assert hub.expire_due(clock.now()) == ["q"]
+    assert asker.result() == InteractionResponse.neutral("q")
+    assert hub.pending() == [] and hub.next_deadline() is None
+    settled = hub.try_settlement("q")
+    assert settled is not None
+    assert (settled.how, settled.opened_at, settled.at) == (Settlement.EXPIRED, 100.0, 130.0)
+
+
+def test_a_deadline_changes_nothing_for_a_prompt_answered_or_cancelled_before_it():
+    clock = ManualClock()
+    hub = InteractionHub(clock=clock, timeout_secs=10)
+    hub.open("a", text("answered"))
+    hub.open("a", text("cancelled"))
+    hub.answer(InteractionResponse.text("answered", "yes"))
+    hub.cancel("cancelled")
+    clock.advance(60)
+    assert hub.expire_due(clock.now()) == []
+    answered, cancelled = hub.try_settlement("answered"), hub.try_settlement("cancelled")
+    assert answered is not None and answered.how is Settlement.ANSWERED
+    assert answered.response == InteractionResponse.text("answered", "yes")
+    assert cancelled is not None and cancelled.how is Settlement.CANCELLED
+    assert hub.stats() == HubStats(opened=2, answered=1, cancelled=1, expired=0, open=0)
+
+
+def test_a_zero_timeout_waits_for_a_person_however_long_it_takes():
+    clock = ManualClock()
+    hub = InteractionHub(clock=clock, timeout_secs=0)
+    hub.open("a", text("q"))
+    assert hub.next_deadline() is None
+    clock.advance(24 * 3600)
+    assert hub.expire_due(clock.now()) == []
+    assert hub.pending() == [("a", text("q"))]
+
+
+def test_a_changed_timeout_applies_only_to_requests_opened_afterwards():
+    clock = ManualClock()
+    hub = InteractionHub(clock=clock, timeout_secs=10)
+    hub.open("a", text("old"))
+    hub.set_timeout_secs(0)
+    assert hub.timeout_secs == 0
+    hub.open("a", text("forever"))
+    hub.set_timeout_secs(50)
+    hub.open("a", text("new"))
+    clock.advance(10)
+    assert hub.expire_due(clock.now()) == ["old"]
+    assert hub.next_deadline() == 50.0
+    clock.advance(1000)
+    assert hub.expire_due(clock.now()) == ["new"]
+    assert [r.id for _, r in hub.pending()] == ["forever"]
+
+
+@pytest.mark.parametrize("secs", [-1.0, float("nan"), float("inf")])
+def test_an_unusable_timeout_is_refused_naming_the_value(secs: float):
+    hub = InteractionHub(clock=ManualClock())
+    with pytest.raises(ValueError, match=f"`timeout_secs` must be .*, got {secs}"):
+        hub.set_timeout_secs(secs)
+    with pytest.raises(ValueError, match=f"got {secs}"):
+        InteractionHub(timeout_secs=secs)
+    assert hub.timeout_secs == 3600.0
+
+
+def test_the_deadline_denies_rather_than_approves():
+    clock = ManualClock()
+    recorder = Recorder()
+    hub = InteractionHub(clock=clock, timeout_secs=5, listener=recorder)
+    request = InteractionRequest.tool_approval("rm", "shell", {"cmd": "rm -rf /"})
+    asker = Asker(hub, "a", request)
+    recorder.wait_opened("rm")
+    clock.advance(5)
+    hub.expire_due(clock.now())
+    response = asker.result()
+    assert response.approved is None
+    assert response_approved(response) is False
+
+
+def test_timeout_cancel_expiry_and_close_all_resolve_to_the_same_neutral_response():
+    clock = ManualClock()
+    hub = InteractionHub(clock=clock, timeout_secs=1)
+    for request_id in ("cancelled", "by-agent", "expired"):
+        hub.open(request_id, text(request_id))
+    hub.cancel("cancelled")
+    hub.cancel_for_agent("by-agent")
+    clock.advance(1)
+    hub.expire_due(clock.now())
+    hub.open("closed", text("closed"))
+    assert hub.close() == 1
+    for request_id in ("cancelled", "by-agent", "expired", "closed"):
+        settled = hub.try_settlement(request_id)
+        assert settled is not None
+        assert settled.response == InteractionResponse.neutral(request_id)
+
+
+def test_an_answer_that_lands_as_the_deadline_passes_still_wins():
+    clock = ManualClock()
+    recorder = Recorder()
+    hub = InteractionHub(clock=clock, timeout_secs=10, listener=recorder)
+    asker = Asker(hub, "a", InteractionRequest.confirm("go", "go?"))
+    recorder.wait_opened("go")
+    deadline = hub.next_deadline()
+    assert deadline == 10.0
+    clock.set(deadline)
+    assert hub.answer(InteractionResponse.approval("go", True)) is True
+    assert hub.expire_due(deadline) == []
+    assert response_approved(asker.result())
+    assert recorder.summary()[-1] == ("settled", "go", Settlement.ANSWERED)
+    assert hub.stats().expired == 0
+
+
+class RacingClock:
+    """A real (non-virtual) clock whose time the test sets; ``hook`` runs on the read that
+    follows the first read at or past ``hook_at``, i.e. after a timed wait has run out."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.hook: Callable[[], None] | None = None
+        self.hook_at = float("inf")
+        self.hook_thread: str | None = None
+        self._seen_past = False
+
+    @property
+    def virtual(self) -> bool:
+        return False
+
+    def now(self) -> float:
+        if self.hook is not None and self.t >= self.hook_at:
+            if self._seen_past:
+                hook, self.hook = self.hook, None
+                self.hook_thread = threading.current_thread().name
+                hook()
+            self._seen_past = True
+        return self.t
+
+
+def test_on_a_real_clock_an_answer_that_beats_the_askers_own_expiry_wins():
+    clock = RacingClock()
+    hub = InteractionHub(clock=clock, timeout_secs=5)
+
+    def arrive_late() -> None:
+        # The asker's wait has timed out; the answer takes the lock before its expiry does.
+        assert hub.answer(InteractionResponse.text("q", "just in time"))
+
+    def on_open(event: HubEvent) -> None:
+        if isinstance(event, PromptOpened):
+            clock.t, clock.hook_at, clock.hook = 6.0, 5.0, arrive_late
+
+    hub.set_listener(on_open)
+    assert hub.ask("a", text("q")) == InteractionResponse.text("q", "just in time")
+    assert clock.hook_thread == threading.current_thread().name
+    assert hub.stats() == HubStats(opened=1, answered=1, cancelled=0, expired=0, open=0)
+
+
+def test_an_asker_past_its_deadline_never_expires_a_newer_request_with_the_same_id():
+    clock = RacingClock()
+    hub = InteractionHub(clock=clock, timeout_secs=5)
+
+    def answer_and_reopen() -> None:
+        hub.answer(InteractionResponse.text("q", "first"))
+        hub.set_listener(None)
+        hub.open("b", text("q", "second question"))
+
+    def on_open(event: HubEvent) -> None:
+        if isinstance(event, PromptOpened):
+            clock.t, clock.hook_at, clock.hook = 6.0, 5.0, answer_and_reopen
+
+    hub.set_listener(on_open)
+    assert hub.ask("a", text("q")).value == "first"
+    assert hub.pending() == [("b", text("q", "second question"))]
+
+
+def test_on_a_virtual_clock_only_expire_due_ends_an_overdue_ask():
+    # Waiting in real time does not move a virtual clock, so the asker must not time itself out.
+    clock = ManualClock()
+    parked = threading.Event()
+
+    def overdue_at_once(event: HubEvent) -> None:
+        if isinstance(event, PromptOpened):
+            clock.advance(100)
+
+    hub = InteractionHub(clock=clock, timeout_secs=1, listener=overdue_at_once)
+    asker = ask_in_a_lane_job(hub, FakeSlot([], parked), "q")
+    assert parked.wait(WAIT)
+    asker.thread.join(0.2)
+    assert asker.thread.is_alive()
+    assert hub.pending() == [("a", text("q"))]
+    assert hub.expire_due(clock.now()) == ["q"]
+    assert asker.result() == InteractionResponse.neutral("q")
+
+
+def test_a_listener_may_call_back_into_the_hub():
+    # The lock is reentrant: a listener that answers at once neither deadlocks nor reorders.
+    recorder = Recorder()
+
+    def auto_approve(event: HubEvent) -> None:
+        recorder(event)
+        if isinstance(event, PromptOpened):
+            hub.answer(InteractionResponse.approval(event.request.id, True))
+
+    hub = InteractionHub(clock=ManualClock(), listener=auto_approve)
+    assert response_approved(hub.ask("a", InteractionRequest.confirm("ok", "sure?")))
+    assert recorder.summary() == [("opened", "ok", None), ("settled", "ok", Settlement.ANSWERED)]
+
+
+def test_a_blocking_ask_on_a_real_clock_gives_up_by_itself_at_the_deadline():
+    hub = InteractionHub(clock=MonotonicClock(), timeout_secs=0.2)
+    wake = Wake()
+    hub.attach_wake(wake)
+    started = time.monotonic()
+    response = hub.ask("a", InteractionRequest.tool_approval("t", "shell", {}))
+    elapsed = time.monotonic() - started
+    assert response == InteractionResponse.neutral("t")
+    assert not response_approved(response)
+    assert 0.19 <= elapsed < WAIT
+    settled = hub.try_settlement("t")
+    assert settled is not None and settled.how is Settlement.EXPIRED
+    assert hub.pending() == [] and hub.stats().expired == 1
+    assert wake.notifies == 2  # opened, expired
+
+
+def test_cancel_for_agent_settles_every_prompt_of_that_agent_and_leaves_the_others():
+    recorder = Recorder()
+    hub = InteractionHub(clock=ManualClock(), listener=recorder)
+    askers = [Asker(hub, "doomed", text(f"d{i}")) for i in range(3)]
+    for i in range(3):
+        recorder.wait_opened(f"d{i}")
+    hub.open("other", text("o1"))
+    hub.open("doomed", text("d3"))
+    assert hub.cancel_for_agent("doomed") == 4
+    assert [a.result() for a in askers] == [InteractionResponse.neutral(f"d{i}") for i in range(3)]
+    assert hub.pending() == [("other", text("o1"))]
+    assert hub.cancel_for_agent("doomed") == 0
+    assert hub.cancel_for_agent("stranger") == 0
+    assert hub.stats().cancelled == 4
+
+
+def test_an_empty_id_gets_an_id_minted_in_call_order():
+    def run() -> tuple[list[str], list[HubEvent]]:
+        recorder = Recorder()
+        hub = InteractionHub(clock=ManualClock(), listener=recorder)
+        ids = [
+            hub.open("a", text("")),
+            hub.open("b", InteractionRequest.confirm("", "sure?")),
+            hub.open("a", text("a-free_text-4")),  # a hand-chosen id the counter will meet
+            hub.open("a", InteractionRequest.choice("", "which?", ["x", "y"])),
+            hub.open("a", text("")),
+        ]
+        return ids, recorder.events
+
+    ids, events = run()
+    assert ids == ["a-free_text-1", "b-confirm-2", "a-free_text-4", "a-choice-3", "a-free_text-5"]
+    assert [e.request.id for e in events if isinstance(e, PromptOpened)] == ids
+    assert run() == (ids, events)
+
+
+def test_opening_an_id_that_is_already_open_is_refused_never_merged():
+    hub = InteractionHub(clock=ManualClock())
+    hub.open("a", text("q", "first"))
+    with pytest.raises(DuplicateRequestError, match=r"^request id 'q' is already open$"):
+        hub.open("b", text("q", "second"))
+    assert hub.pending() == [("a", text("q", "first"))]
+    assert hub.stats().opened == 1
+    hub.answer(InteractionResponse.text("q", "done"))
+    assert hub.open("b", text("q", "second")) == "q"  # a settled id may be used again
+
+
+def test_next_deadline_is_the_earliest_among_open_requests():
+    clock = ManualClock()
+    hub = InteractionHub(clock=clock, timeout_secs=30)
+    assert hub.next_deadline() is None
+    hub.open("a", text("late"))
+    hub.set_timeout_secs(10)
+    hub.open("a", text("early"))
+    hub.set_timeout_secs(20)
+    hub.open("a", text("middle"))
+    assert hub.next_deadline() == 10.0
+    hub.answer(InteractionResponse.text("early", "x"))
+    assert hub.next_deadline() == 20.0
+    hub.cancel("middle")
+    assert hub.next_deadline() == 30.0
+    clock.advance(100)
+    assert hub.expire_due(clock.now()) == ["late"]
+    assert hub.next_deadline() is None
+
+
+def test_a_reused_id_is_held_to_its_own_deadline_not_its_predecessors():
+    clock = ManualClock()
+    hub = InteractionHub(clock=clock, timeout_secs=10)
+    hub.open("a", text("q", "first"))
+    hub.answer(InteractionResponse.text("q", "x"))
+    hub.set_timeout_secs(50)
+    hub.open("b", text("q", "second"))
+    assert hub.next_deadline() == 50.0
+    assert hub.expire_due(10.0) == []
+    assert hub.pending() == [("b", text("q", "second"))]
+    assert hub.expire_due(50.0) == ["q"]
+
+
+def test_expire_due_settles_every_overdue_request_earliest_deadline_first():
+    clock = ManualClock()
+    hub = InteractionHub(clock=clock, timeout_secs=10)
+    hub.open("a", text("first"))
+    clock.advance(1)
+    hub.open("b", text("second"))
+    hub.open("a", text("tied"))
+    clock.advance(1)
+    hub.open("a", text("not-yet"))
+    assert [r.id for _, r in hub.pending()] == ["first", "second", "tied", "not-yet"]
+    assert hub.expire_due(11.0) == ["first", "second", "tied"]
+    assert [r.id for _, r in hub.pending()] == ["not-yet"]
+
+
+def test_settled_prompts_do_not_pile_up_in_the_deadline_heap():
+    # Lazy deletion must not turn into a leak: a long run of answered prompts leaves the
+    # heap about as big as the open set.
+    hub = InteractionHub(clock=ManualClock(), timeout_secs=60)
+    hub.open("keeper", text("keep"))
+    for i in range(5000):
+        hub.open("a", text(f"q{i}"))
+        hub.answer(InteractionResponse.text(f"q{i}", "x"))
+    assert len(hub._deadlines) < 200
+    assert hub.next_deadline() == 60.0
+
+
+def test_settlements_record_how_and_when_and_stats_count_them():
+    clock = ManualClock(5.0)
+    hub = InteractionHub(clock=clock, timeout_secs=100)
+    hub.open("a", InteractionRequest.confirm("c", "sure?"))
+    clock.advance(2)
+    hub.answer(InteractionResponse.approval("c", False))
+    settled = hub.try_settlement("c")
+    assert settled == PromptSettled(
+        "a",
+        "c",
+        Settlement.ANSWERED,
+        InteractionResponse.approval("c", False),
+        5.0,
+        7.0,
+        InteractionKind.CONFIRM,
+    )
+    assert hub.try_settlement("never") is None
+    hub.open("a", text("x"))
+    hub.cancel("x")
+    assert hub.stats() == HubStats(opened=2, answered=1, cancelled=1, expired=0, open=0)
+
+
+def test_close_cancels_every_open_request_and_wakes_every_asker():
+    recorder = Recorder()
+    hub = InteractionHub(clock=ManualClock(), listener=recorder)
+    askers = [Asker(hub, f"agent{i}", text(f"q{i}")) for i in range(4)]
+    for i in range(4):
+        recorder.wait_opened(f"q{i}")
+    assert hub.close() == 4
+    assert [a.result() for a in askers] == [InteractionResponse.neutral(f"q{i}") for i in range(4)]
+    assert hub.pending() == [] and hub.close() == 0
+
+
+def test_the_listener_hears_events_in_the_order_the_changes_happened():
+    # The listener runs under the hub lock: an answer from another thread cannot report its
+    # settlement before the opening it settles has been reported.
+    events: list[tuple[str, str]] = []
+    in_listener, release, answered = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_listener(event: HubEvent) -> None:
+        if isinstance(event, PromptOpened):
+            in_listener.set()
+            assert release.wait(WAIT)
+            events.append(("opened", event.request.id))
+        else:
+            events.append(("settled", event.request_id))
+
+    hub = InteractionHub(clock=ManualClock(), listener=slow_listener)
+    opener = threading.Thread(target=hub.open, args=("a", text("q")), daemon=True)
+    opener.start()
+    assert in_listener.wait(WAIT)
+
+    def answer() -> None:
+        hub.answer(InteractionResponse.text("q", "x"))
+        answered.set()
+
+    answerer = threading.Thread(target=answer, daemon=True)
+    answerer.start()
+    # The opening's report is still running, so the answer must wait for the lock.
+    assert not answered.wait(0.2)
+    release.set()
+    opener.join(WAIT)
+    answerer.join(WAIT)
+    assert answered.is_set()
+    assert events == [("opened", "q"), ("settled", "q")]
+
+
+def test_a_raising_listener_is_logged_and_the_hub_keeps_serving_everyone(caplog):
+    recorder = Recorder()
+
+    def listener(event: HubEvent) -> None:
+        agent = event.agent_id
+        if agent == "bad":
+            raise RuntimeError("listener bug")
+        recorder(event)
+
+    hub = InteractionHub(clock=ManualClock(), listener=listener)
+    with caplog.at_level(logging.ERROR, logger="runtime.hub"):
+        bad = Asker(hub, "bad", text("b"))
+        good = Asker(hub, "good", text("g"))
+        recorder.wait_opened("g")
+        assert hub.try_request("b") == ("bad", text("b"))
+        assert hub.answer(InteractionResponse.text("b", "bad answer"))
+        assert hub.answer(InteractionResponse.text("g", "good answer"))
+    assert bad.result().value == "bad answer"
+    assert good.result().value == "good answer"
+    assert recorder.summary() == [("opened", "g", None), ("settled", "g", Settlement.ANSWERED)]
+    logged = [r for r in caplog.records if "hub listener raised" in r.getMessage()]
+    assert len(logged) == 2 and all(r.exc_info for r in logged)
+
+
+class FlakyClock(ManualClock):
+    """A virtual clock that fails the next read when told to."""
+
+    __slots__ = ("fail_next",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail_next = False
+
+    def now(self) -> float:
+        if self.fail_next:
+            self.fail_next = False
+            raise RuntimeError("clock broke")
+        return super().now()
+
+
+def test_an_error_while_one_request_is_handled_leaves_the_hub_serving_the_others():
+    clock = FlakyClock()
+    recorder = Recorder()
+    hub = InteractionHub(clock=clock, timeout_secs=10, listener=recorder)
+    hub.open("a", text("a1"))
+    clock.fail_next = True
+    with pytest.raises(RuntimeError, match="clock broke"):
+        hub.open("b", text(""))
+    clock.fail_next = True
+    with pytest.raises(RuntimeError, match="clock broke"):
+        hub.cancel("a1")
+    # Neither failure changed anything: no half-open, no half-settled request.
+    assert hub.pending() == [("a", text("a1"))]
+    assert hub.stats() == HubStats(opened=1, answered=0, cancelled=0, expired=0, open=1)
+    assert hub.open("b", text("")) == "b-free_text-1"
+    assert hub.cancel("a1")
+    with pytest.raises(DuplicateRequestError):
+        hub.open("c", text("b-free_text-1"))
+    assert hub.answer(InteractionResponse.text("b-free_text-1", "fine"))
+    assert recorder.summary() == [
+        ("opened", "a1", None),
+        ("opened", "b-free_text-1", None),
+        ("settled", "a1", Settlement.CANCELLED),
+        ("settled", "b-free_text-1", Settlement.ANSWERED),
+    ]
+
+
+class FakeSlot:
+    """Stands in for a lane job's permit and logs what ``off_lane`` does with it."""
+
+    def __init__(self, log: list[str], parked: threading.Event, fail: bool = False) -> None:
+        self.log, self.parked, self.fail = log, parked, fail
+
+    def park(self) -> None:
+        if self.fail:
+            raise RuntimeError("lane broke")
+        self.log.append("park")
+        self.parked.set()
+
+    def resume(self) -> None:
+        self.log.append("resume")
+
+
+def ask_in_a_lane_job(hub: InteractionHub, slot: FakeSlot, request_id: str) -> Asker:
+    class LaneAsker(Asker):
+        def _run(self) -> None:
+            lane._current.slot = slot
+            try:
+                super()._run()
+            finally:
+                del lane._current.slot
+
+    return LaneAsker(hub, "a", text(request_id))
+
+
+def test_a_waiting_ask_steps_off_the_lane_for_the_whole_wait():
+    log: list[str] = []
+    parked = threading.Event()
+
+    def listener(event: HubEvent) -> None:
+        log.append("opened" if isinstance(event, PromptOpened) else "settled")
+
+    hub = InteractionHub(clock=ManualClock(), listener=listener)
+    asker = ask_in_a_lane_job(hub, FakeSlot(log, parked), "q")
+    assert parked.wait(WAIT), "the asker never gave its lane permit back"
+    hub.answer(InteractionResponse.text("q", "x"))
+    assert asker.result().value == "x"
+    assert log == ["opened", "park", "settled", "resume"]
+
+
+def test_an_asker_whose_wait_fails_leaves_no_orphaned_prompt():
+    recorder = Recorder()
+    hub = InteractionHub(clock=ManualClock(), listener=recorder)
+    asker = ask_in_a_lane_job(hub, FakeSlot([], threading.Event(), fail=True), "q")
+    with pytest.raises(RuntimeError, match="lane broke"):
+        asker.result()
+    assert hub.pending() == []
+    assert recorder.summary() == [("opened", "q", None), ("settled", "q", Settlement.CANCELLED)]
+    hub.open("b", text("q"))  # the id is free again, and the hub still serves
+    assert hub.pending() == [("b", text("q"))]
+
+
+def test_eight_threads_asking_and_answering_ten_thousand_prompts_lose_none():
+    askers, answerers, per_asker = 4, 4, 2500
+    opened: queue.Queue[str | None] = queue.Queue()
+    seen: dict[str, list[str]] = {}
+    seen_lock = threading.Lock()
+
+    def listener(event: HubEvent) -> None:
+        with seen_lock:
+            if isinstance(event, PromptOpened):
+                seen.setdefault(event.request.id, []).append("opened")
+                opened.put(event.request.id)
+            else:
+                seen.setdefault(event.request_id, []).append(event.how.value)
+
+    hub = InteractionHub(clock=MonotonicClock(), listener=listener)
+    start = threading.Barrier(askers + answerers, timeout=WAIT)
+    mismatches: list[tuple[str, InteractionResponse]] = []
+    done = [0] * askers
+
+    def ask_many(n: int) -> None:
+        start.wait()
+        for i in range(per_asker):
+            request_id = f"t{n}-{i}"
+            response = hub.ask(f"agent{n}", text(request_id))
+            if response != InteractionResponse.text(request_id, request_id):
+                mismatches.append((request_id, response))
+            done[n] += 1
+
+    def answer_many() -> None:
+        start.wait()
+        while (request_id := opened.get(timeout=WAIT)) is not None:
+            assert hub.answer(InteractionResponse.text(request_id, request_id))
+
+    threads = [threading.Thread(target=ask_many, args=(n,), daemon=True) for n in range(askers)]
+    threads += [threading.Thread(target=answer_many, daemon=True) for _ in range(answerers)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads[:askers]:
+            thread.join(timeout=40)
+        for _ in range(answerers):
+            opened.put(None)
+        for thread in threads[askers:]:
+            thread.join(timeout=WAIT)
+    finally:
+        hub.close()  # never leave an asker stuck if something above failed
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    assert done == [per_asker] * askers
+    assert mismatches == []
+    total = askers * per_asker
+    assert hub.stats() == HubStats(opened=total, answered=total, cancelled=0, expired=0, open=0)
+    assert len(seen) == total
+    assert all(history == ["opened", "answered"] for history in seen.values())
+
+
+IDS = ["r0", "r1", "r2"]
+AGENTS = ["a", "b", "c"]
+
+
+class HubMachine(RuleBasedStateMachine):
+    """Drives the hub from several agents against a model of the open set.
+
+    Every request (by opening, not by id: ids are reused) is settled exactly once, every
+    asker gets exactly the response its request settled with, ``pending()`` is the model's
+    open set in opening order, and the listener heard exactly the model's events, in order.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = ManualClock()
+        self.recorder = Recorder()
+        self.hub = InteractionHub(clock=self.clock, timeout_secs=10, listener=self.recorder)
+        self.timeout = 10.0
+        self.seq = 0
+        self.minted = 0
+        # id -> (agent, deadline, seq), in opening order
+        self.open: dict[str, tuple[str, float | None, int]] = {}
+        self.expected: list[tuple[str, str, Settlement | None]] = []
+        self.askers: dict[str, Asker] = {}
+        self.counts = dict.fromkeys(Settlement, 0)
+        self.settled_seqs: list[int] = []
+
+    def _opened(self, agent: str, request_id: str) -> None:
+        self.seq += 1
+        deadline = self.clock.now() + self.timeout if self.timeout else None
+        self.open[request_id] = (agent, deadline, self.seq)
+        self.expected.append(("opened", request_id, None))
+
+    def _settled(self, request_id: str, how: Settlement, response: InteractionResponse) -> None:
+        _, _, seq = self.open.pop(request_id)
+        self.settled_seqs.append(seq)
+        self.counts[how] += 1
+        self.expected.append(("settled", request_id, how))
+        asker = self.askers.pop(request_id, None)
+        if asker is not None:
+            assert asker.result() == response
+
+    @rule(agent=st.sampled_from(AGENTS), request_id=st.sampled_from([*IDS, ""]))
+    def open_request(self, agent: str, request_id: str) -> None:
+        if request_id in self.open:
+            with pytest.raises(DuplicateRequestError):
+                self.hub.open(agent, text(request_id))
+            return
+        if not request_id:
+            self.minted += 1
+        expected = request_id or f"{agent}-free_text-{self.minted}"
+        assert self.hub.open(agent, text(request_id)) == expected
+        self._opened(agent, expected)
+
+    @rule(agent=st.sampled_from(AGENTS))
+    def ask(self, agent: str) -> None:
+        before = len(self.recorder.events)
+        asker = Asker(self.hub, agent, text(""))
+        self.recorder.wait_for(lambda evs: len(evs) > before)
+        event = self.recorder.events[before]
+        assert isinstance(event, PromptOpened) and event.agent_id == agent
+        self.minted += 1
+        assert event.request.id == f"{agent}-free_text-{self.minted}"
+        self._opened(agent, event.request.id)
+        self.askers[event.request.id] = asker
+
+    @rule(data=st.data())
+    def answer(self, data: st.DataObject) -> None:
+        request_id = data.draw(st.sampled_from([*self.open, "ghost", *IDS]))
+        response = InteractionResponse.text(request_id, f"answer {self.seq}")
+        assert self.hub.answer(response) is (request_id in self.open)
+        if request_id in self.open:
+            self._settled(request_id, Settlement.ANSWERED, response)
+
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        request_id = data.draw(st.sampled_from([*self.open, "ghost", *IDS]))
+        assert self.hub.cancel(request_id) is (request_id in self.open)
+        if request_id in self.open:
+            self._settled(request_id, Settlement.CANCELLED, InteractionResponse.neutral(request_id))
+
+    @rule(agent=st.sampled_from(AGENTS))
+    def cancel_for_agent(self, agent: str) -> None:
+        mine = [i for i, (a, _, _) in self.open.items() if a == agent]
+        assert self.hub.cancel_for_agent(agent) == len(mine)
+        for request_id in mine:
+            self._settled(request_id, Settlement.CANCELLED, InteractionResponse.neutral(request_id))
+
+    @rule(secs=st.integers(min_value=0, max_value=12))
+    def advance_and_expire(self, secs: int) -> None:
+        now = self.clock.advance(secs)
+        due = sorted(
+            (deadline, seq, i)
+            for i, (_, deadline, seq) in self.open.items()
+            if deadline is not None and deadline <= now
+        )
+        assert self.hub.expire_due(now) == [i for _, _, i in due]
+        for _, _, request_id in due:
+            self._settled(request_id, Settlement.EXPIRED, InteractionResponse.neutral(request_id))
+
+    @rule(secs=st.sampled_from([0.0, 5.0, 10.0]))
+    def set_timeout(self, secs: float) -> None:
+        self.hub.set_timeout_secs(secs)
+        self.timeout = secs
+
+    @invariant()
+    def pending_is_the_open_set(self) -> None:
+        assert [(a, r.id) for a, r in self.hub.pending()] == [
+            (a, i) for i, (a, _, _) in self.open.items()
+        ]
+
+    @invariant()
+    def the_listener_heard_every_change_in_order(self) -> None:
+        assert self.recorder.summary() == self.expected
+
+    @invariant()
+    def stats_agree_with_the_model(self) -> None:
+        assert self.hub.stats() == HubStats(
+            opened=self.seq,
+            answered=self.counts[Settlement.ANSWERED],
+            cancelled=self.counts[Settlement.CANCELLED],
+            expired=self.counts[Settlement.EXPIRED],
+            open=len(self.open),
+        )
+
+    @invariant()
+    def next_deadline_is_the_models_earliest(self) -> None:
+        deadlines = [d for _, d, _ in self.open.values() if d is not None]
+        assert self.hub.next_deadline() == (min(deadlines) if deadlines else None)
+
+    def teardown(self) -> None:
+        open_ids = list(self.open)
+        # Close first, so that no asker is left blocked even when a step above failed.
+        assert self.hub.close() == len(open_ids)
+        for request_id in open_ids:
+            self._settled(request_id, Settlement.CANCELLED, InteractionResponse.neutral(request_id))
+        assert sorted(self.settled_seqs) == list(range(1, self.seq + 1))
+        self.the_listener_heard_every_change_in_order()
+
+
+HubMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
+test_the_hub_settles_every_request_exactly_once = HubMachine.TestCase
