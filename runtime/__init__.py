@@ -1,10 +1,19 @@
-"""tickwork's machinery and public API."""
+"""tickwork's machinery and public API.
+
+Everything a user needs is importable from here; the data types live in ``components``
+and are re-exported unchanged.
+"""
 
 from components import (
+    Entry,
     InteractionKind,
     InteractionRequest,
     InteractionResponse,
     LaneStats,
+    Phase,
+    PromptOpened,
+    PromptSettled,
+    Settlement,
     Status,
     StatusKind,
     ToolCall,
@@ -14,6 +23,8 @@ from components import (
 )
 
 from ._version import __version__
+from .actions import Action, Ask, Behavior, CallTools, Join, Sleep, Spawn, Think, Turn
+from .behaviors import BehaviorRegistry, behavior, register_behavior
 from .cancel import Cancelled, CancelToken, InterruptHandle
 from .clock import Clock, ManualClock, MonotonicClock
 from .errors import (
@@ -23,6 +34,7 @@ from .errors import (
     DuplicateRequestError,
     JournalError,
     LaneClosedError,
+    ModelError,
     ReplayDivergence,
     ScenarioError,
     TickLimitError,
@@ -30,41 +42,82 @@ from .errors import (
     UnknownAgentError,
     WorldClosedError,
 )
+from .hub import HubStats, InteractionHub
+from .lane import ToolJob, ToolLane, ToolOutcome, off_lane
+from .models import Model, ModelReply, ModelRequest, ScriptedModel
 from .process import ProcessEnd, ProcessResult, run_process
+from .tools import AskUserTool, ShellTool, SleepTool, Tool, ToolContext, ToolRegistry
 from .wake import Wake
+from .world import TickReport, World
 
 __all__ = [
+    "Action",
+    "Ask",
+    "AskUserTool",
+    "Behavior",
     "BehaviorNotFound",
+    "BehaviorRegistry",
+    "CallTools",
     "CancelToken",
     "Cancelled",
     "Clock",
     "ConfigError",
     "ControlError",
     "DuplicateRequestError",
+    "Entry",
+    "HubStats",
+    "InteractionHub",
     "InteractionKind",
     "InteractionRequest",
     "InteractionResponse",
     "InterruptHandle",
+    "Join",
     "JournalError",
     "LaneClosedError",
     "LaneStats",
     "ManualClock",
+    "Model",
+    "ModelError",
+    "ModelReply",
+    "ModelRequest",
     "MonotonicClock",
+    "Phase",
     "ProcessEnd",
     "ProcessResult",
+    "PromptOpened",
+    "PromptSettled",
     "ReplayDivergence",
     "ScenarioError",
+    "ScriptedModel",
+    "Settlement",
+    "ShellTool",
+    "Sleep",
+    "SleepTool",
+    "Spawn",
     "Status",
     "StatusKind",
+    "Think",
     "TickLimitError",
+    "TickReport",
     "TickworkError",
+    "Tool",
     "ToolCall",
+    "ToolContext",
+    "ToolJob",
+    "ToolLane",
+    "ToolOutcome",
+    "ToolRegistry",
     "ToolResult",
+    "Turn",
     "UnknownAgentError",
     "WaitReason",
     "Wake",
+    "World",
     "WorldClosedError",
     "__version__",
+    "behavior",
+    "off_lane",
+    "register_behavior",
     "response_approved",
     "run_process",
 ]

@@ -11,6 +11,7 @@ Catch ``TickworkError`` to handle anything tickwork raises on purpose. The tree:
     ├── WorldClosedError       a command sent to a world after ``close()``
     ├── TickLimitError         ``run_until_idle`` hit its tick or time limit with work left
     ├── BehaviorNotFound       a behaviour name (``module:function``) that does not resolve
+    ├── ModelError             a ``Think`` whose model failed (thrown into the behaviour)
     ├── JournalError           a journal file that is missing, corrupt, foreign or too new
     ├── ReplayDivergence       a replayed tick whose digest differs from the recording
     └── ControlError           the control channel refused a request or is unreachable
@@ -28,6 +29,7 @@ __all__ = [
     "DuplicateRequestError",
     "JournalError",
     "LaneClosedError",
+    "ModelError",
     "ReplayDivergence",
     "ScenarioError",
     "TickLimitError",
@@ -79,6 +81,10 @@ class TickLimitError(TickworkError):
 
 class BehaviorNotFound(TickworkError):
     """A behaviour name does not resolve to a generator function."""
+
+
+class ModelError(TickworkError):
+    """A model call failed; thrown into the behaviour at its ``Think``."""
 
 
 class JournalError(TickworkError):

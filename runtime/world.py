@@ -1,0 +1,593 @@
+"""The world: agents as esper entities, advanced tick by tick by the systems pipeline.
+
+One thread, the tick thread, runs ``tick()``; it is the only thread that touches esper.
+Other threads talk to a world through its thread-safe commands (``spawn``, ``send``,
+``pause``, ``resume``, ``cancel``, ``interrupt``), which only enqueue an input and nudge
+the wake, and through the hub. Reads (``status``, ``result``, ``history``, ``agents``)
+take the world's lock, so they see the state between two ticks, never half a tick.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import esper
+
+from components import Entry, LaneStats, Status, StatusKind
+from systems import LaneGauge, build_pipeline
+
+from .actions import Behavior
+from .behaviors import GLOBAL_BEHAVIORS, BehaviorRegistry
+from .clock import Clock, ManualClock, MonotonicClock
+from .digest import agent_digest, agent_fields, combine, hexdigest
+from .effects import LiveEffects
+from .errors import ConfigError, TickLimitError, UnknownAgentError, WorldClosedError
+from .hub import InteractionHub
+from .inputs import (
+    CancelAgent,
+    Inbox,
+    InterruptAgent,
+    PauseAgent,
+    ResumeAgent,
+    SendMessage,
+    SpawnAgent,
+)
+from .lane import ToolLane
+from .models import Model
+from .state import Effects, WorldState
+from .tools import ToolRegistry
+from .wake import Wake
+
+if TYPE_CHECKING:
+    from .journal import Journal
+
+__all__ = ["REDRIVE_SECS", "TickReport", "World"]
+
+log = logging.getLogger("tickwork.world")
+
+# esper keeps module-global state: ticks of different worlds in one process take turns.
+_ESPER_LOCK = threading.RLock()
+_world_numbers = itertools.count(1)
+
+REDRIVE_SECS = 30.0
+"""The longest a parked ``run()`` sleeps: a backstop against a lost wake."""
+
+
+@dataclass(frozen=True, slots=True)
+class TickReport:
+    """What one tick did.
+
+    ``changed`` counts state changes (0 means the tick was a fixed point: nothing can move
+    without outside input or time). ``digest`` is set when the world tracks digests every
+    tick (a journal is recording, or ``World(track_digests=True)``); ``world.digest()``
+    gives it on demand otherwise.
+    """
+
+    tick: int
+    now: float
+    inputs: int
+    stepped: int
+    changed: int
+    digest: str | None = None
+
+
+class World:
+    """A world of agents, advanced tick by tick. See the module docstring for threads.
+
+    Raises:
+        ConfigError: a setting is out of range (the message names it and its value).
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        clock: Clock | None = None,
+        tool_capacity: int = 8,
+        inference_capacity: int = 8,
+        interaction_timeout_secs: float = 3600.0,
+        tools: ToolRegistry | None = None,
+        models: Mapping[str, Model] | None = None,
+        journal: Journal | None = None,
+        behaviors: Mapping[str, Behavior] | None = None,
+        tool_executor: Executor | None = None,
+        track_digests: bool = False,
+        effects: Effects | None = None,
+    ) -> None:
+        _check_int("seed", seed)
+        for arg, value in (
+            ("tool_capacity", tool_capacity),
+            ("inference_capacity", inference_capacity),
+        ):
+            _check_int(arg, value)
+            if value < 1:
+                raise ConfigError(f"`{arg}` must be >= 1, got {value}")
+        if not math.isfinite(interaction_timeout_secs) or interaction_timeout_secs < 0:
+            raise ConfigError(
+                f"`interaction_timeout_secs` must be >= 0 (0 waits forever), "
+                f"got {interaction_timeout_secs}"
+            )
+        self.seed = seed
+        self.clock: Clock = clock if clock is not None else MonotonicClock()
+        self.wake = Wake()
+        self._inbox = Inbox(self.wake)
+        self.hub = InteractionHub(
+            clock=self.clock, timeout_secs=interaction_timeout_secs, listener=self._inbox.put
+        )
+        self.hub.attach_wake(self.wake)
+        self.tools = tools if tools is not None else ToolRegistry()
+        self.models: dict[str, Model] = dict(models or {})
+        self.lane = ToolLane(
+            tool_capacity, name="tools", executor=tool_executor, on_outcome=self._inbox.put
+        )
+        self.inference_lane = ToolLane(
+            inference_capacity, name="inference", on_outcome=self._inbox.put
+        )
+        self.behaviors = BehaviorRegistry(parent=GLOBAL_BEHAVIORS)
+        self.behaviors.update(behaviors or {})
+        if effects is None:
+            effects = LiveEffects(
+                inbox=self._inbox,
+                hub=self.hub,
+                tool_lane=self.lane,
+                inference_lane=self.inference_lane,
+                tools=self.tools,
+                models=self.models,
+            )
+        self._state = WorldState(
+            seed=seed, effects=effects, behaviors=self.behaviors, now=self.clock.now()
+        )
+        self._lock = threading.RLock()  # held by a tick and by reads: whole ticks only
+        self._ids_lock = threading.Lock()
+        self._known: dict[str, None] = {}  # every id handed out, in order (incl. children)
+        self._spawned = 0
+        self._closed = False
+        self._digest_total = 0
+        self._journal = journal
+        self._track_digests = track_digests or journal is not None
+        self._runner: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._run_error: BaseException | None = None
+        self._name = f"tickwork-{next(_world_numbers)}"
+        with _ESPER_LOCK, self._in_esper():
+            for name in ("tools", "inference"):
+                esper.create_entity(LaneGauge(name, LaneStats(name=name)))
+            pipeline = build_pipeline(
+                {"tools": self.lane.stats, "inference": self.inference_lane.stats}
+            )
+            for priority, system in enumerate(reversed(pipeline)):
+                esper.add_processor(system, priority)
+        if journal is not None:
+            journal.begin(self)
+
+    # -- thread-safe commands: they only enqueue an input and nudge the wake ------------
+
+    def spawn(
+        self,
+        behavior: Behavior | str,
+        message: Any = None,
+        *,
+        name: str = "",
+        interactive: bool = False,
+        agent_id: str | None = None,
+    ) -> str:
+        """Add an agent running ``behavior`` and return its id; it starts next tick.
+
+        ``behavior`` is a generator function or a behaviour name. A non-interactive agent
+        starts its turn at once (on ``message``, which may be None); an interactive one
+        waits for ``send`` unless given a message.
+
+        Raises:
+            BehaviorNotFound: ``behavior`` is a name that does not resolve.
+            ConfigError: ``agent_id`` is taken or malformed.
+            WorldClosedError: the world is closed.
+        """
+        self._check_open()
+        behavior_name = behavior if isinstance(behavior, str) else self.behaviors.name_of(behavior)
+        self.behaviors.resolve(behavior_name)  # fail at the call, not on the tick thread
+        with self._ids_lock:
+            if agent_id is None:
+                while True:
+                    self._spawned += 1
+                    agent_id = f"a{self._spawned}"
+                    if agent_id not in self._known:
+                        break
+            else:
+                _check_agent_id(agent_id)
+                if agent_id in self._known:
+                    raise ConfigError(f"agent id {agent_id!r} is already taken")
+            self._known[agent_id] = None
+            # Under the ids lock: sequence numbers follow the order ids were handed out.
+            self._inbox.put(SpawnAgent(agent_id, behavior_name, message, name, interactive))
+        return agent_id
+
+    def send(self, agent_id: str, message: Any) -> None:
+        """Give an agent its next message (a new turn now, or after the current one).
+
+        Raises:
+            UnknownAgentError: no agent has that id.
+        """
+        self._command(SendMessage(self._checked(agent_id), message))
+
+    def pause(self, agent_id: str) -> None:
+        """Stop stepping an agent (from ACTIVE, WAITING or IDLE); outcomes are held."""
+        self._command(PauseAgent(self._checked(agent_id)))
+
+    def resume(self, agent_id: str) -> None:
+        """Undo ``pause``; what landed meanwhile is applied."""
+        self._command(ResumeAgent(self._checked(agent_id)))
+
+    def cancel(self, agent_id: str, reason: str = "cancelled by user") -> None:
+        """End an agent for good: work cancelled, prompts settled, children cancelled."""
+        self._command(CancelAgent(self._checked(agent_id), reason))
+
+    def interrupt(self, agent_id: str) -> None:
+        """Abandon the agent's current turn, keeping its history; it waits for input."""
+        self._command(InterruptAgent(self._checked(agent_id)))
+
+    def post(self, item: object) -> int:
+        """Put a raw input into the inbox (an outcome, a prompt event); returns its seq."""
+        self._check_open()
+        return self._inbox.put(item)
+
+    # -- reads: whole ticks only ---------------------------------------------------------
+
+    def status(self, agent_id: str) -> Status:
+        """A copy of the agent's status (IDLE with a note while its spawn is pending).
+
+        Raises:
+            UnknownAgentError: no agent has that id.
+        """
+        with self._lock:
+            rec = self._state.records.get(agent_id)
+            if rec is not None:
+                s = rec.status
+                return Status(s.kind, s.reason, s.message)
+        self._checked(agent_id)
+        return Status(StatusKind.IDLE, None, "spawn pending")
+
+    def result(self, agent_id: str) -> Any:
+        """The value the agent's last turn returned (None before that)."""
+        with self._lock:
+            rec = self._state.records.get(agent_id)
+            if rec is not None:
+                return rec.result
+        self._checked(agent_id)
+        return None
+
+    def history(self, agent_id: str) -> list[Entry]:
+        """A copy of the agent's history."""
+        with self._lock:
+            rec = self._state.records.get(agent_id)
+            if rec is not None:
+                return list(rec.history.entries)
+        self._checked(agent_id)
+        return []
+
+    def agents(self) -> Iterator[str]:
+        """Every agent id, in the order they were spawned (children included)."""
+        with self._ids_lock:
+            ids = list(self._known)
+        return iter(ids)
+
+    def counts(self) -> dict[StatusKind, int]:
+        """How many agents are in each status (O(agents))."""
+        with self._lock:
+            counts = dict.fromkeys(StatusKind, 0)
+            for rec in self._state.records.values():
+                counts[rec.status.kind] += 1
+            return counts
+
+    def digest(self) -> str:
+        """The digest of every agent's state now (incremental: O(changed agents))."""
+        with self._lock:
+            self._fold_dirty(None)
+            return hexdigest(self._digest_total)
+
+    @property
+    def now(self) -> float:
+        """The time of the last tick."""
+        return self._state.now
+
+    @property
+    def tick_count(self) -> int:
+        """How many ticks have run."""
+        return self._state.tick
+
+    @property
+    def inbox(self) -> Inbox:
+        """The world's input queue (for tools that post inputs directly)."""
+        return self._inbox
+
+    @property
+    def name(self) -> str:
+        """The name of this world's esper world."""
+        return self._name
+
+    # -- the tick ------------------------------------------------------------------------
+
+    def tick(self) -> TickReport:
+        """Run the pipeline once: apply inputs, step what can move, dispatch its work.
+
+        Raises:
+            WorldClosedError: the world is closed.
+        """
+        self._check_open()
+        return self._tick(self._inbox.drain(), None)
+
+    def _tick(
+        self,
+        inputs: list[tuple[int, object]],
+        now: float | None,
+        changed: list[tuple[str, dict[str, Any]]] | None = None,
+    ) -> TickReport:
+        with self._lock, _ESPER_LOCK, self._in_esper():
+            state = self._state
+            state.tick += 1
+            state.now = self.clock.now() if now is None else now
+            state.inputs = inputs
+            state.changed_this_tick = len(inputs)
+            state.stepped = 0
+            esper.process(state)
+            state.inputs = []
+            digest = None
+            if self._track_digests:
+                if changed is None and self._journal is not None:
+                    changed = []
+                self._fold_dirty(changed)
+                digest = hexdigest(self._digest_total)
+                if self._journal is not None:
+                    assert changed is not None
+                    self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
+            self._note_new_agents()
+            return TickReport(
+                state.tick, state.now, len(inputs), state.stepped, state.changed_this_tick, digest
+            )
+
+    def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
+        state = self._state
+        if not state.dirty:
+            return
+        total = self._digest_total
+        for ordinal in sorted(state.dirty):
+            rec = state.dirty[ordinal]
+            fields = agent_fields(rec)
+            new = agent_digest(fields)
+            total = combine(total, rec.digest, new)
+            rec.digest = new
+            if changed is not None:
+                changed.append((rec.id, fields))
+        state.dirty.clear()
+        self._digest_total = total
+
+    def _note_new_agents(self) -> None:
+        created = self._state.records
+        if len(created) == len(self._known):
+            return
+        with self._ids_lock:
+            for agent_id in created:
+                if agent_id not in self._known:
+                    self._known[agent_id] = None
+
+    @contextlib.contextmanager
+    def _in_esper(self) -> Iterator[None]:
+        # Switch to this world's esper context for the block and back again, so a host
+        # using esper's default world in the same process is not disturbed.
+        previous = esper.current_world
+        if previous != self._name:
+            esper.switch_world(self._name)
+        try:
+            yield
+        finally:
+            if previous != self._name:
+                esper.switch_world(previous)
+
+    # -- running ------------------------------------------------------------------------
+
+    def run_until_idle(
+        self, max_ticks: int = 1_000_000, *, timeout: float | None = None, skip_time: bool = True
+    ) -> int:
+        """Tick until nothing can move without outside input; returns the ticks run.
+
+        Work in flight on a lane is waited for (parked on the wake, not spinning). With a
+        ``ManualClock`` and ``skip_time``, time jumps to the next sleep or prompt deadline
+        when nothing else can move (like trio's autojump clock); with a real clock the
+        wait for a sleeper is real, and open prompts alone end the run (they need a person).
+
+        Raises:
+            TickLimitError: ``max_ticks`` ticks ran, or ``timeout`` seconds of real time
+                passed waiting for lane work, and work was still left.
+        """
+        started = time.monotonic()
+        ticks = 0
+        while True:
+            if ticks >= max_ticks:
+                raise TickLimitError(f"world still busy after `max_ticks`={max_ticks} ticks")
+            report = self.tick()
+            ticks += 1
+            if report.changed or len(self._inbox) or self._state.ready:
+                continue
+            wait = self._idle_wait(skip_time=skip_time, stop_on_prompts=True)
+            if wait is None:
+                return ticks
+            if wait <= 0:
+                continue
+            if timeout is not None:
+                left = timeout - (time.monotonic() - started)
+                if left <= 0:
+                    waiting = len(self._state.lane_waiting)
+                    raise TickLimitError(
+                        f"world still waiting on lane work of {waiting} agents after"
+                        f" `timeout`={timeout}s"
+                    )
+                wait = min(wait, left)
+            self.wake.wait(wait)
+
+    def run(self, stop: threading.Event | Callable[[], bool] | None = None) -> None:
+        """Tick until ``stop`` is set (or returns True), parking when nothing can move.
+
+        At a fixed point the loop parks on the wake with a timeout of the nearest deadline
+        (sleep or prompt), capped by a ``REDRIVE_SECS`` backstop against a lost wake. If
+        ``stop`` is your own event, call ``world.wake.notify()`` after setting it, or use
+        ``start()``/``stop()`` which do.
+        """
+        should_stop = _stopper(stop)
+        while not should_stop() and not self._closed:
+            report = self.tick()
+            if report.changed or len(self._inbox) or self._state.ready:
+                continue
+            wait = self._idle_wait(skip_time=True, stop_on_prompts=False)
+            if wait is None:
+                wait = REDRIVE_SECS
+            if wait > 0:
+                self.wake.wait(min(wait, REDRIVE_SECS))
+
+    def _idle_wait(self, *, skip_time: bool, stop_on_prompts: bool) -> float | None:
+        """At a fixed point: how long to park (0: go on at once; None: nothing to wait for).
+
+        A virtual clock jumps straight to the next deadline when no lane work is in flight.
+        """
+        state = self._state
+        timer = state.next_timer()
+        prompt = self.hub.next_deadline()
+        if state.lane_waiting:
+            nearest = min((d for d in (timer, prompt) if d is not None), default=None)
+            if nearest is None or self.clock.virtual:
+                return REDRIVE_SECS
+            return max(0.0, nearest - self.clock.now())
+        if self.clock.virtual:
+            nearest = min((d for d in (timer, prompt) if d is not None), default=None)
+            if nearest is None or not skip_time or not isinstance(self.clock, ManualClock):
+                return None
+            if nearest > self.clock.now():
+                self.clock.set(nearest)
+            return 0.0
+        if timer is None and (stop_on_prompts or prompt is None):
+            return None
+        nearest = min(d for d in (timer, prompt) if d is not None)
+        return max(0.0, nearest - self.clock.now())
+
+    def start(self) -> None:
+        """Run the loop on a background thread until ``stop()`` or ``close()``.
+
+        Raises:
+            RuntimeError: the loop is already running.
+        """
+        self._check_open()
+        if self._runner is not None and self._runner.is_alive():
+            raise RuntimeError("the world is already running")
+        self._stop.clear()
+        self._run_error = None
+        self._runner = threading.Thread(
+            target=self._run_guarded, name=f"{self._name}-tick", daemon=True
+        )
+        self._runner.start()
+
+    def _run_guarded(self) -> None:
+        try:
+            self.run(self._stop)
+        except BaseException as exc:  # reported by stop(), never lost
+            self._run_error = exc
+            log.exception("the tick loop of %s died", self._name)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the background loop and wait for it; re-raises an error that killed it.
+
+        Raises:
+            TimeoutError: the loop did not stop within ``timeout`` seconds.
+        """
+        runner = self._runner
+        if runner is None:
+            return
+        self._stop.set()
+        self.wake.notify()
+        runner.join(timeout)
+        if runner.is_alive():
+            raise TimeoutError(f"the tick loop did not stop within {timeout}s")
+        self._runner = None
+        error, self._run_error = self._run_error, None
+        if error is not None:
+            raise error
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the loop, cancel everything in flight, settle open prompts, close lanes.
+
+        Idempotent. Agents keep their last status.
+        """
+        if self._closed:
+            return
+        try:
+            self.stop(timeout)
+        finally:
+            self._closed = True
+            with self._lock:
+                for rec in self._state.records.values():
+                    if rec.handle is not None:
+                        rec.handle.interrupt("world closed")
+            self.hub.close()
+            self.lane.close(timeout)
+            self.inference_lane.close(timeout)
+            if self._journal is not None:
+                self._journal.close()
+            with _ESPER_LOCK:
+                if esper.current_world == self._name:
+                    esper.switch_world("default")
+                if self._name in esper.list_worlds():
+                    esper.delete_world(self._name)
+
+    def __enter__(self) -> World:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<World {self._name} tick={self._state.tick} agents={len(self._known)}>"
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise WorldClosedError(f"world {self._name} is closed")
+
+    def _checked(self, agent_id: str) -> str:
+        if agent_id not in self._known and agent_id not in self._state.records:
+            raise UnknownAgentError(f"unknown agent {agent_id!r}")
+        return agent_id
+
+    def _command(self, item: object) -> None:
+        self._check_open()
+        self._inbox.put(item)
+
+
+def _stopper(stop: threading.Event | Callable[[], bool] | None) -> Callable[[], bool]:
+    if stop is None:
+        return lambda: False
+    if isinstance(stop, threading.Event):
+        return stop.is_set
+    return stop
+
+
+def _check_int(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(f"`{name}` must be an integer, got {value!r}")
+
+
+def _check_agent_id(agent_id: object) -> None:
+    if not isinstance(agent_id, str) or not agent_id or "/" in agent_id:
+        raise ConfigError(f"`agent_id` must be a non-empty string without '/', got {agent_id!r}")

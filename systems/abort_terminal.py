@@ -1,0 +1,39 @@
+"""AbortTerminalWork: cancel the in-flight work and prompts of agents that just ended."""
+
+from __future__ import annotations
+
+import esper
+
+from components import StatusKind
+from runtime.state import WorldState
+
+from .lifecycle import finish
+
+__all__ = ["AbortTerminalWork"]
+
+
+class AbortTerminalWork(esper.Processor):
+    """Runs right after inputs so a cancel takes effect this tick: the turn's token fires
+    (lane jobs stop, subprocess groups die), open prompts are settled (rule: a cancelled
+    run leaves no orphaned prompt), and a cancelled agent's children are cancelled too."""
+
+    def process(self, state: WorldState) -> None:
+        queue = state.to_abort
+        if not queue:
+            return
+        effects = state.effects
+        index = 0
+        while index < len(queue):  # grows while children are cancelled
+            rec = queue[index]
+            index += 1
+            kind = rec.status.kind
+            if rec.handle is not None:
+                rec.handle.interrupt(rec.status.message or kind.value)
+            if rec.prompts:
+                effects.cancel_prompts_of(rec.id)
+            if kind is StatusKind.CANCELLED and rec.children:
+                for child_id in rec.children:
+                    child = state.records.get(child_id)
+                    if child is not None:
+                        finish(state, child, StatusKind.CANCELLED, f"parent {rec.id} cancelled")
+        queue.clear()

@@ -1,0 +1,104 @@
+"""ApplyInputs: apply this tick's control commands; set outcomes aside for CollectOutcomes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import esper
+
+from components import StatusKind
+from runtime.inputs import (
+    CancelAgent,
+    InterruptAgent,
+    PauseAgent,
+    ResumeAgent,
+    SendMessage,
+    SpawnAgent,
+)
+from runtime.state import AgentRecord, WorldState
+
+from .lifecycle import create_agent, derive_status, describe, finish, queue_message
+
+__all__ = ["ApplyInputs"]
+
+
+class ApplyInputs(esper.Processor):
+    """Applies spawns, messages, pauses, resumes, cancels and notes interrupts, in sequence
+    order. Outcomes (tool, model, prompt events) are only set aside: they are matched to
+    turns after interrupts and cancels of this same tick are known."""
+
+    def process(self, state: WorldState) -> None:
+        outcomes = state.outcomes
+        for seq, item in state.inputs:
+            cls = type(item)
+            if cls is SpawnAgent:
+                self._spawn(state, item)  # type: ignore[arg-type]
+                continue
+            handler = _COMMANDS.get(cls)
+            if handler is None:
+                outcomes.append((seq, item))
+                continue
+            rec = state.records.get(item.agent_id)  # type: ignore[attr-defined]
+            if rec is None:
+                continue  # unknown id: refused at the call; nothing to apply
+            try:
+                handler(state, rec, item)
+            except Exception as exc:
+                finish(state, rec, StatusKind.ERROR, f"ApplyInputs: {describe(exc)}")
+
+    @staticmethod
+    def _spawn(state: WorldState, item: SpawnAgent) -> None:
+        if item.agent_id in state.records:
+            return
+        create_agent(
+            state,
+            item.agent_id,
+            item.behavior,
+            item.message,
+            name=item.name,
+            interactive=item.interactive,
+        )
+
+
+def _send(state: WorldState, rec: AgentRecord, item: SendMessage) -> None:
+    if not rec.status.kind.is_terminal:
+        queue_message(state, rec, item.message)
+
+
+def _pause(state: WorldState, rec: AgentRecord, item: PauseAgent) -> None:
+    status = rec.status
+    if status.kind.is_terminal or status.kind is StatusKind.PAUSED:
+        return
+    rec.paused_from = status.kind
+    status.kind, status.reason, status.message = StatusKind.PAUSED, None, ""
+    state.touch(rec)
+
+
+def _resume(state: WorldState, rec: AgentRecord, item: ResumeAgent) -> None:
+    if rec.status.kind is not StatusKind.PAUSED:
+        return
+    rec.paused_from = None
+    rec.status.kind = StatusKind.IDLE  # no longer PAUSED, so derive_status may write it
+    derive_status(rec)
+    held = state.held.pop(rec.ordinal, None)
+    if held is not None:
+        state.ready[rec.ordinal] = held  # apply what landed while paused
+    state.touch(rec)
+
+
+def _cancel(state: WorldState, rec: AgentRecord, item: CancelAgent) -> None:
+    finish(state, rec, StatusKind.CANCELLED, item.reason)
+
+
+def _interrupt(state: WorldState, rec: AgentRecord, item: InterruptAgent) -> None:
+    state.to_interrupt.append(rec)
+
+
+_COMMANDS: dict[type, Callable[[WorldState, AgentRecord, Any], None]] = {
+    SendMessage: _send,
+    PauseAgent: _pause,
+    ResumeAgent: _resume,
+    CancelAgent: _cancel,
+    InterruptAgent: _interrupt,
+}

@@ -1,0 +1,127 @@
+"""CollectOutcomes: hand finished work and prompt settlements to the turns awaiting them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import esper
+
+from components import (
+    InteractionKind,
+    Phase,
+    PromptOpened,
+    PromptSettled,
+    StatusKind,
+    ToolResult,
+    response_approved,
+)
+from runtime import errors
+from runtime.inputs import EffectFailed
+from runtime.lane import ToolOutcome
+from runtime.models import ModelReply
+from runtime.state import AgentRecord, PendingBatch, Throw, WorldState
+
+from .dispatch_work import launch_tools
+from .lifecycle import add_history, as_text, describe, finish, resume_with
+
+__all__ = ["DENIED", "CollectOutcomes"]
+
+DENIED = "denied by operator"
+
+
+class CollectOutcomes(esper.Processor):
+    """Runs after interrupts and cancels, so an outcome for a turn that was abandoned
+    this tick is recognised as stale (its id no longer matches) and dropped. Also mirrors
+    the hub's open set per agent from the prompt events, which is all ``reflect`` reads:
+    mirroring costs O(changes) and replays without a live hub."""
+
+    def process(self, state: WorldState) -> None:
+        if not state.outcomes:
+            return
+        outcomes, state.outcomes = state.outcomes, []
+        for _seq, item in outcomes:
+            rec = state.records.get(item.agent_id)  # type: ignore[attr-defined]
+            if rec is None:
+                continue  # a prompt a host opened for no agent of ours, say
+            try:
+                _collect(state, rec, item)
+            except Exception as exc:
+                finish(state, rec, StatusKind.ERROR, f"CollectOutcomes: {describe(exc)}")
+
+
+def _collect(state: WorldState, rec: AgentRecord, item: Any) -> None:
+    cls = type(item)
+    if cls is PromptOpened:
+        if rec.prompts is None:
+            rec.prompts = {}
+        rec.prompts[item.request.id] = item.request.kind
+        state.prompt_changed[rec.ordinal] = rec
+        state.touch(rec)
+    elif cls is PromptSettled:
+        if rec.prompts is not None and rec.prompts.pop(item.request_id, None) is not None:
+            state.prompt_changed[rec.ordinal] = rec
+            state.touch(rec)
+        _deliver_settlement(state, rec, item)
+    elif cls is ToolOutcome:
+        _deliver_outcome(state, rec, item)
+    elif cls is EffectFailed:
+        if rec.turn.inflight == item.ref and not rec.status.kind.is_terminal:
+            error_type = getattr(errors, item.error_type, errors.TickworkError)
+            resume_with(state, rec, Throw(error_type(item.error)))
+        else:
+            state.stale_dropped += 1
+
+
+def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) -> None:
+    turn = rec.turn
+    if rec.status.kind.is_terminal or turn.inflight != outcome.batch_id:
+        state.stale_dropped += 1  # rule: an outcome for a batch no longer awaited is stale
+        return
+    if turn.phase is Phase.THINKING:
+        result = outcome.results[0] if outcome.results else ToolResult("", error="no reply")
+        if not result.ok:
+            resume_with(state, rec, Throw(errors.ModelError(result.error)))
+            return
+        reply = result.output
+        if not isinstance(reply, ModelReply):
+            reply = ModelReply(as_text(reply))
+        add_history(state, rec, "assistant", reply.text)
+        resume_with(state, rec, reply)
+    elif turn.phase is Phase.AWAITING_TOOLS:
+        pending: PendingBatch = turn.pending
+        for result in outcome.results:
+            pending.results.setdefault(result.call_id, result)
+        finish_batch(state, rec, pending)
+
+
+def finish_batch(state: WorldState, rec: AgentRecord, pending: PendingBatch) -> None:
+    """Record every call's result in history and send the results to the behaviour."""
+    results = pending.final()
+    for call, result in zip(pending.calls, results, strict=True):
+        text = as_text(result.output) if result.ok else f"error: {result.error}"
+        add_history(state, rec, "tool", f"{call.name}[{call.id}]: {text}")
+    resume_with(state, rec, results)
+
+
+def _deliver_settlement(state: WorldState, rec: AgentRecord, settled: PromptSettled) -> None:
+    turn = rec.turn
+    if rec.status.kind.is_terminal or turn.phase is not Phase.AWAITING_INPUT:
+        return
+    pending = turn.pending
+    if isinstance(pending, PendingBatch):
+        call_id = pending.approvals.pop(settled.request_id, None)
+        if call_id is None:
+            return
+        if not response_approved(settled.response):
+            # Rule: the neutral response of a timeout or cancel reads as deny.
+            pending.results[call_id] = ToolResult(call_id, error=DENIED)
+        state.touch(rec)
+        if not pending.approvals:
+            if len(pending.results) == len(pending.calls):
+                finish_batch(state, rec, pending)
+            else:
+                launch_tools(state, rec, pending)
+    elif turn.inflight == settled.request_id:
+        if settled.kind is not InteractionKind.TOOL_APPROVAL:
+            add_history(state, rec, "user", settled.response.value)
+        resume_with(state, rec, settled.response)

@@ -1,0 +1,86 @@
+"""DispatchWork: start the model calls, tool batches and prompts that behaviours asked for."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import esper
+
+from components import InteractionRequest, Phase, StatusKind
+from runtime.actions import Action, Ask, CallTools, Think
+from runtime.models import ModelRequest
+from runtime.state import AgentRecord, PendingBatch, WorldState
+
+from .lifecycle import add_history, describe, finish, mint, resume_with, turn_token
+
+__all__ = ["DispatchWork", "launch_tools"]
+
+
+class DispatchWork(esper.Processor):
+    """Runs after every behaviour has stepped, so all of a tick's work goes out together
+    and none of it can land (as an input) before the next tick. Each item's id is minted
+    from the turn (deterministic), so a replay, which starts nothing, awaits the same ids
+    the journal's outcomes carry."""
+
+    def process(self, state: WorldState) -> None:
+        if not state.to_dispatch:
+            return
+        work, state.to_dispatch = state.to_dispatch, []
+        for rec, action in work:
+            if rec.status.kind.is_terminal:
+                continue
+            try:
+                _dispatch(state, rec, action)
+            except Exception as exc:
+                finish(state, rec, StatusKind.ERROR, f"DispatchWork: {describe(exc)}")
+
+
+def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
+    turn = rec.turn
+    cls = type(action)
+    if cls is Think:
+        assert isinstance(action, Think)
+        ref = mint(rec, "m")
+        turn.phase, turn.inflight = Phase.THINKING, ref
+        state.lane_waiting[rec.ordinal] = rec
+        model_request = ModelRequest(
+            rec.id, action.prompt, action.model, tuple(rec.history.entries)
+        )
+        state.effects.think(rec.id, ref, model_request, turn_token(rec))
+    elif cls is CallTools:
+        assert isinstance(action, CallTools)
+        pending = PendingBatch(mint(rec, "b"), action.calls)
+        turn.inflight, turn.pending = pending.ref, pending
+        if not action.calls:
+            resume_with(state, rec, [])
+            return
+        for call in action.calls:
+            if state.effects.requires_approval(call.name):
+                request_id = mint(rec, "p")
+                pending.approvals[request_id] = call.id
+                stage = f"turn {turn.generation}"
+                request = InteractionRequest.tool_approval(request_id, call.name, call.args, stage)
+                state.effects.open_prompt(rec.id, request)
+        if pending.approvals:
+            turn.phase = Phase.AWAITING_INPUT
+        else:
+            launch_tools(state, rec, pending)
+    elif cls is Ask:
+        assert isinstance(action, Ask)
+        request = action.request
+        if not request.id:
+            request = replace(request, id=mint(rec, "p"))
+        turn.phase, turn.inflight = Phase.AWAITING_INPUT, request.id
+        add_history(state, rec, "assistant", request.prompt)
+        state.effects.open_prompt(rec.id, request)
+    state.touch(rec)
+
+
+def launch_tools(state: WorldState, rec: AgentRecord, pending: PendingBatch) -> None:
+    """Send the calls of ``pending`` that have no result yet (approved ones) to the lane."""
+    calls = tuple(call for call in pending.calls if call.id not in pending.results)
+    turn = rec.turn
+    turn.phase = Phase.AWAITING_TOOLS
+    state.lane_waiting[rec.ordinal] = rec
+    state.touch(rec)
+    state.effects.run_tools(rec.id, pending.ref, calls, turn_token(rec))

@@ -1,0 +1,55 @@
+"""HandleInterrupts: abandon the current turn of interrupted agents, keeping history."""
+
+from __future__ import annotations
+
+import esper
+
+from components import Phase, StatusKind, ToolResult
+from runtime.state import AgentRecord, PendingBatch, WorldState
+
+from .lifecycle import abandon_turn, add_history, as_text, describe, finish
+
+__all__ = ["INTERRUPTED_CALL", "HandleInterrupts"]
+
+INTERRUPTED_CALL = "interrupted by user before completion"
+MARKER = "[interrupted by user]"
+
+
+class HandleInterrupts(esper.Processor):
+    """Runs before outcomes are collected, so an outcome of the abandoned work that lands
+    in this same tick is already stale. Per phase: a model call is cancelled; a tool batch
+    is cancelled and every call without a result gets an error result (rule: every tool
+    call gets exactly one result on every path); an open prompt is cancelled. History
+    keeps everything and gains a marker; the agent then waits for its next input."""
+
+    def process(self, state: WorldState) -> None:
+        if not state.to_interrupt:
+            return
+        batch, state.to_interrupt = state.to_interrupt, []
+        for rec in batch:
+            if rec.status.kind.is_terminal or rec.turn.phase is Phase.DONE:
+                continue  # rule: an interrupt while idle leaves the next turn alone
+            try:
+                self._interrupt(state, rec)
+            except Exception as exc:
+                finish(state, rec, StatusKind.ERROR, f"HandleInterrupts: {describe(exc)}")
+
+    @staticmethod
+    def _interrupt(state: WorldState, rec: AgentRecord) -> None:
+        turn = rec.turn
+        if rec.handle is not None:
+            rec.handle.interrupt()  # cancels the model job / tool batch; kills subprocesses
+        pending = turn.pending
+        if isinstance(pending, PendingBatch):
+            for request_id in pending.approvals:
+                state.effects.cancel_prompt(request_id)
+            for call in pending.calls:
+                if call.id not in pending.results:
+                    pending.results[call.id] = ToolResult(call.id, error=INTERRUPTED_CALL)
+            for call, result in zip(pending.calls, pending.final(), strict=True):
+                text = as_text(result.output) if result.ok else f"error: {result.error}"
+                add_history(state, rec, "tool", f"{call.name}[{call.id}]: {text}")
+        elif turn.phase is Phase.AWAITING_INPUT and turn.inflight is not None:
+            state.effects.cancel_prompt(turn.inflight)
+        add_history(state, rec, "system", MARKER)
+        abandon_turn(state, rec)

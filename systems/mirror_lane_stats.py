@@ -1,0 +1,38 @@
+"""MirrorLaneStats: copy each lane's counters onto the lane's entity."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import esper
+
+from components import LaneStats
+
+__all__ = ["LaneGauge", "MirrorLaneStats"]
+
+
+@dataclass(slots=True)
+class LaneGauge:
+    """The component on a lane's entity: the latest ``LaneStats`` snapshot.
+
+    A field that is overwritten, not a component that is replaced: replacing a component
+    is a structural change, and every structural change clears esper's query cache.
+    """
+
+    name: str
+    stats: LaneStats
+
+
+class MirrorLaneStats(esper.Processor):
+    """Runs last so the snapshot describes the lanes after this tick's dispatch. Lane
+    counters depend on thread timing, so they are never part of the digest."""
+
+    def __init__(self, sources: dict[str, Callable[[], LaneStats]]) -> None:
+        self._sources = sources
+
+    def process(self, state: object) -> None:
+        for _entity, gauge in esper.get_component(LaneGauge):
+            source = self._sources.get(gauge.name)
+            if source is not None:
+                gauge.stats = source()

@@ -1,0 +1,103 @@
+"""StepBehaviors: advance every agent that has something to do by one action."""
+
+from __future__ import annotations
+
+import heapq
+
+import esper
+
+from components import Phase, StatusKind
+from runtime.actions import Ask, CallTools, Join, Sleep, Spawn, Think
+from runtime.errors import UnknownAgentError
+from runtime.state import AgentRecord, Throw, WorldState
+
+from .lifecycle import await_children, create_agent, describe, end_turn, finish, resume_with
+
+__all__ = ["StepBehaviors"]
+
+_WORK = (Think, CallTools, Ask)
+
+
+class StepBehaviors(esper.Processor):
+    """Runs after outcomes are collected, so an agent whose result arrived this tick steps
+    this tick. Touches only the ready set (plus sleepers now due), in spawn order."""
+
+    def process(self, state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
+        if state.sleepers and state.sleepers[0][0] <= state.now:
+            state.wake_sleepers()
+        ready = state.ready
+        if not ready:
+            return
+        state.ready = next_ready = {}
+        now = state.now
+        dirty = state.dirty
+        dispatch = state.to_dispatch
+        heap = state.sleepers
+        held = state.held
+        paused, ready_phase, sleeping = StatusKind.PAUSED, Phase.READY, Phase.SLEEPING
+        stepped = 0
+        # The inner loop of the runtime: kept flat and in one function on purpose, since
+        # every attribute lookup here is paid once per agent per tick.
+        for ordinal in sorted(ready):
+            rec = ready[ordinal]
+            turn = rec.turn
+            try:
+                if rec.status.kind is paused:
+                    held[ordinal] = rec  # applied on resume
+                    continue
+                phase = turn.phase
+                if phase is not ready_phase and phase is not sleeping:
+                    continue  # readiness went stale (interrupted, cancelled)
+                value = turn.send_value
+                turn.send_value = None
+                gen = turn.behavior
+                assert gen is not None
+                try:
+                    action = gen.throw(value.error) if value.__class__ is Throw else gen.send(value)
+                except StopIteration as stop:
+                    end_turn(state, rec, stop.value)
+                    continue
+                except Exception as exc:
+                    finish(state, rec, StatusKind.ERROR, describe(exc))
+                    continue
+                stepped += 1
+                dirty[ordinal] = rec
+                cls = action.__class__
+                if cls is Sleep:
+                    turn.phase = sleeping
+                    seconds = action.seconds
+                    if seconds <= 0:
+                        turn.deadline = now
+                        next_ready[ordinal] = rec
+                    else:
+                        deadline = turn.deadline = now + seconds
+                        seq = state.sleep_seq = state.sleep_seq + 1
+                        rec.sleep_seq = seq
+                        heapq.heappush(heap, (deadline, seq, rec))
+                elif cls in _WORK:
+                    turn.phase = Phase.READY  # DispatchWork sets the awaiting phase
+                    dispatch.append((rec, action))
+                elif cls is Spawn:
+                    _spawn(state, rec, action)
+                elif cls is Join:
+                    unknown = [a for a in action.agent_ids if a not in state.records]
+                    if unknown:
+                        error = UnknownAgentError(f"cannot join unknown agents {unknown}")
+                        resume_with(state, rec, Throw(error))
+                    else:
+                        await_children(state, rec, action.agent_ids)
+                else:
+                    message = f"behaviour yielded {action!r}, which is not an action"
+                    finish(state, rec, StatusKind.ERROR, message)
+            except Exception as exc:
+                finish(state, rec, StatusKind.ERROR, f"StepBehaviors: {describe(exc)}")
+        state.stepped += stepped
+        state.changed_this_tick += stepped
+
+
+def _spawn(state: WorldState, rec: AgentRecord, action: Spawn) -> None:
+    behavior = action.behavior
+    name = behavior if isinstance(behavior, str) else state.behaviors.name_of(behavior)
+    child_id = f"{rec.id}.{len(rec.children or ()) + 1}"
+    create_agent(state, child_id, name, action.message, name=action.name, parent=rec.id)
+    resume_with(state, rec, child_id)

@@ -1,0 +1,35 @@
+"""Shared fixtures: worlds that are always closed, and helpers for waiting with timeouts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from runtime import ManualClock, World
+
+
+@pytest.fixture
+def make_world() -> Iterator[Callable[..., World]]:
+    """Build worlds (virtual clock by default) and close them at the end of the test."""
+    worlds: list[World] = []
+
+    def make(**kwargs: object) -> World:
+        kwargs.setdefault("clock", ManualClock())
+        world = World(**kwargs)  # type: ignore[arg-type]
+        worlds.append(world)
+        return world
+
+    yield make
+    for world in worlds:
+        world.close()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    """Poll ``predicate`` until it holds; fail the test (never hang) after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.002)

@@ -1,0 +1,659 @@
+"""The world and its tick loop: behaviours, prompts, park and wake, interrupts, failures."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from runtime import (
+    Ask,
+    BehaviorNotFound,
+    CallTools,
+    ConfigError,
+    InteractionRequest,
+    InteractionResponse,
+    Join,
+    ManualClock,
+    ModelError,
+    ModelReply,
+    MonotonicClock,
+    Phase,
+    ScriptedModel,
+    ShellTool,
+    Sleep,
+    Spawn,
+    StatusKind,
+    Think,
+    TickLimitError,
+    ToolCall,
+    ToolRegistry,
+    UnknownAgentError,
+    WaitReason,
+    World,
+    WorldClosedError,
+)
+from tests.conftest import wait_for
+from tests.test_cancel import _process_group_alive
+
+
+def asker(turn):
+    answer = yield Ask(InteractionRequest.free_text("", f"ok to {turn.message}?"))
+    return answer.value
+
+
+def sleeper(turn):
+    yield Sleep(10)
+    return "slept"
+
+
+def chatter(turn):
+    reply = yield Think(f"reply to {turn.message}")
+    return reply.text
+
+
+def test_a_behaviour_thinks_calls_tools_asks_sleeps_and_completes(make_world):
+    tools = ToolRegistry()
+
+    @tools.tool()
+    def add(args, ctx):
+        return args["a"] + args["b"]
+
+    def worker(turn):
+        reply = yield Think(f"plan {turn.message}")
+        results = yield CallTools(ToolCall("c1", "add", {"a": 2, "b": 3}))
+        yield Sleep(5)
+        answer = yield Ask(InteractionRequest.free_text("", "go?"))
+        return [reply.text, results[0].output, answer.value, turn.now]
+
+    world = make_world(tools=tools, models={"default": ScriptedModel(["plan ok"])})
+    world.hub.set_timeout_secs(0)
+    agent = world.spawn(worker, "x")
+    world.run_until_idle(timeout=10)
+    status = world.status(agent)
+    assert (status.kind, status.reason) == (StatusKind.WAITING, WaitReason.USER_PROMPT)
+    [(owner, request)] = world.hub.pending()
+    assert owner == agent
+    world.hub.answer(InteractionResponse.text(request.id, "yes"))
+    world.run_until_idle(timeout=10)
+    assert world.status(agent).kind is StatusKind.COMPLETE
+    assert world.result(agent) == ["plan ok", 5, "yes", 5.0]
+    roles = [e.role for e in world.history(agent)]
+    assert roles == ["user", "assistant", "tool", "assistant", "user"]
+
+
+def test_an_interactive_agent_goes_idle_after_each_turn_and_runs_the_next_on_send(make_world):
+    world = make_world(models={"default": ScriptedModel(["one", "two"])})
+    agent = world.spawn(chatter, interactive=True)
+    world.run_until_idle(timeout=10)
+    assert world.status(agent).kind is StatusKind.IDLE
+    world.send(agent, "hi")
+    world.run_until_idle(timeout=10)
+    assert world.status(agent).kind is StatusKind.IDLE
+    assert world.result(agent) == "one"
+    world.send(agent, "again")
+    world.run_until_idle(timeout=10)
+    assert world.result(agent) == "two"
+    assert [e.content for e in world.history(agent)] == ["hi", "one", "again", "two"]
+
+
+def test_a_plain_function_is_a_behaviour_whose_turn_ends_at_once(make_world):
+    world = make_world()
+    agent = world.spawn(lambda turn: turn.message * 2, 21)
+    world.run_until_idle()
+    assert world.result(agent) == 42
+    assert world.status(agent).kind is StatusKind.COMPLETE
+
+
+def test_a_waiting_agent_becomes_active_the_tick_after_an_answer_from_another_thread():
+    world = World(clock=MonotonicClock(), interaction_timeout_secs=0)
+    log: list[tuple[int, str]] = []
+
+    def worker(turn):
+        answer = yield Ask(InteractionRequest.free_text("", "proceed?"))
+        log.append((turn.generation, answer.value))
+        yield Sleep(3600)
+
+    try:
+        agent = world.spawn(worker)
+        world.start()
+        wait_for(lambda: world.status(agent).kind is StatusKind.WAITING, what="WAITING")
+        ticks_while_parked = world.tick_count
+        time.sleep(0.2)
+        # Parked, not spinning: a waiting world ticks only when something lands.
+        assert world.tick_count - ticks_while_parked <= 1
+        [(_, request)] = world.hub.pending()
+        answered_at = time.monotonic()
+        assert world.hub.answer(InteractionResponse.text(request.id, "yes"))
+        wait_for(lambda: world.status(agent).kind is StatusKind.ACTIVE, what="ACTIVE")
+        latency = time.monotonic() - answered_at
+        assert latency < 1.0
+        assert log == [(1, "yes")]
+    finally:
+        world.close()
+
+
+def test_a_prompt_nobody_answers_expires_under_virtual_time_without_sleeping(make_world):
+    clock = ManualClock()
+    world = make_world(clock=clock, interaction_timeout_secs=600)
+    agent = world.spawn(asker, "deploy")
+    started = time.monotonic()
+    world.run_until_idle()
+    assert time.monotonic() - started < 5
+    assert world.status(agent).kind is StatusKind.COMPLETE
+    assert world.result(agent) == ""  # the neutral response
+    assert clock.now() == 600.0
+    assert world.hub.pending() == []
+    assert world.hub.stats().expired == 1
+
+
+def test_run_until_idle_can_stop_before_skipping_time(make_world):
+    world = make_world(interaction_timeout_secs=600)
+    agent = world.spawn(asker, "deploy")
+    world.run_until_idle(skip_time=False)
+    assert world.status(agent).kind is StatusKind.WAITING
+    assert world.now == 0.0
+
+
+def test_sleep_skips_virtual_time_and_orders_wakeups(make_world):
+    order: list[tuple[str, float]] = []
+
+    def nap(turn):
+        yield Sleep(turn.message)
+        order.append((turn.agent_id, turn.now))
+
+    world = make_world()
+    slow = world.spawn(nap, 30)
+    fast = world.spawn(nap, 10)
+    world.run_until_idle()
+    assert order == [(fast, 10.0), (slow, 30.0)]
+
+
+def test_an_interrupt_during_think_cancels_the_model_and_keeps_history(make_world):
+    slow = ScriptedModel(["late", "fresh"], delay=30)
+    world = make_world(clock=MonotonicClock(), models={"default": slow})
+    agent = world.spawn(chatter, "first", interactive=True)
+    world.tick()
+    world.tick()
+    assert world.inference_lane.stats().busy == 1
+    world.interrupt(agent)
+    world.tick()
+    assert world.status(agent).kind is StatusKind.IDLE
+    wait_for(lambda: world.inference_lane.stats().busy == 0, what="model job cancelled")
+    assert [e.content for e in world.history(agent)] == ["first", "[interrupted by user]"]
+    slow._delay = 0
+    world.send(agent, "second")
+    world.run_until_idle(timeout=10)
+    assert world.result(agent) == "fresh"
+    contents = [e.content for e in world.history(agent)]
+    assert contents == ["first", "[interrupted by user]", "second", "fresh"]
+
+
+def test_an_interrupt_during_a_tool_batch_kills_the_subprocess_and_answers_every_call(
+    make_world, tmp_path
+):
+    pidfile = tmp_path / "pid"
+    tools = ToolRegistry()
+    tools.add(ShellTool("slow", ["sh", "-c", "echo $$ > {pidfile}; sleep 5"]))
+    tools.add(ShellTool("echo", ["echo", "{text}"]))
+    seen: list[object] = []
+
+    def worker(turn):
+        results = yield CallTools(
+            ToolCall("c1", "slow", {"pidfile": str(pidfile)}),
+            ToolCall("c2", "echo", {"text": "never"}),
+        )
+        seen.append(results)
+
+    world = make_world(clock=MonotonicClock(), tools=tools)
+    agent = world.spawn(worker, "go", interactive=True)
+    world.tick()
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="subprocess start")
+    pid = int(pidfile.read_text())
+    started = time.monotonic()
+    world.interrupt(agent)
+    world.tick()
+    assert world.status(agent).kind is StatusKind.IDLE
+    wait_for(lambda: not _process_group_alive(pid), timeout=5, what="process group gone")
+    assert time.monotonic() - started < 1.0
+    tool_entries = [e.content for e in world.history(agent) if e.role == "tool"]
+    assert tool_entries == [
+        "slow[c1]: error: interrupted by user before completion",
+        "echo[c2]: error: interrupted by user before completion",
+    ]
+    world.run_until_idle(timeout=10)
+    assert seen == []  # the abandoned turn never resumed
+    wait_for(lambda: world.lane.stats().in_flight == 0, what="the cancelled job to leave")
+    assert world.lane.stats().dropped == 1
+
+
+def test_an_interrupt_during_an_ask_cancels_the_prompt(make_world):
+    world = make_world()
+    agent = world.spawn(asker, "deploy", interactive=True)
+    world.run_until_idle(skip_time=False)
+    assert len(world.hub.pending()) == 1
+    world.interrupt(agent)
+    world.run_until_idle(skip_time=False)
+    assert world.hub.pending() == []
+    assert world.status(agent).kind is StatusKind.IDLE
+    assert world.history(agent)[-1].content == "[interrupted by user]"
+
+
+def test_after_an_interrupt_send_starts_a_turn_that_sees_the_history(make_world):
+    seen: list[list[str]] = []
+
+    def remember(turn):
+        seen.append([e.content for e in turn.history])
+        yield Ask(InteractionRequest.free_text("", "?"))
+
+    world = make_world()
+    agent = world.spawn(remember, "one", interactive=True)
+    world.run_until_idle(skip_time=False)
+    world.interrupt(agent)
+    world.run_until_idle(skip_time=False)
+    world.send(agent, "two")
+    world.run_until_idle(skip_time=False)
+    assert seen[-1] == ["one", "?", "[interrupted by user]", "two"]
+
+
+def test_an_interrupt_while_idle_leaves_the_next_turn_alone(make_world):
+    world = make_world(models={"default": ScriptedModel(["answer"])})
+    agent = world.spawn(chatter, interactive=True)
+    world.run_until_idle()
+    world.interrupt(agent)
+    world.run_until_idle()
+    world.send(agent, "question")
+    world.run_until_idle(timeout=10)
+    assert world.result(agent) == "answer"
+    assert "[interrupted by user]" not in [e.content for e in world.history(agent)]
+
+
+def test_pause_stops_progress_until_resume_and_holds_outcomes(make_world):
+    tools = ToolRegistry()
+    release = threading.Event()
+
+    @tools.tool()
+    def gate(args, ctx):
+        assert release.wait(10)
+        return "through"
+
+    def worker(turn):
+        results = yield CallTools(ToolCall("c1", "gate", {}))
+        yield Sleep(1)
+        return results[0].output
+
+    world = make_world(clock=MonotonicClock(), tools=tools)
+    agent = world.spawn(worker)
+    world.tick()
+    world.pause(agent)
+    world.tick()
+    assert world.status(agent).kind is StatusKind.PAUSED
+    release.set()
+    wait_for(lambda: world.lane.stats().finished == 1, what="tool finished")
+    for _ in range(5):
+        world.tick()
+    assert world.status(agent).kind is StatusKind.PAUSED
+    assert any(e.content == "gate[c1]: through" for e in world.history(agent))
+    assert world.result(agent) is None
+    world.resume(agent)
+    world.run_until_idle(timeout=10)
+    assert world.status(agent).kind is StatusKind.COMPLETE
+    assert world.result(agent) == "through"
+
+
+def test_pause_and_resume_of_an_idle_agent_keeps_it_idle(make_world):
+    world = make_world()
+    agent = world.spawn(asker, interactive=True)
+    world.run_until_idle()
+    world.pause(agent)
+    world.tick()
+    assert world.status(agent).kind is StatusKind.PAUSED
+    world.resume(agent)
+    world.tick()
+    assert world.status(agent).kind is StatusKind.IDLE
+
+
+def test_a_cancelled_agent_stops_its_prompts_leave_and_its_children_are_cancelled(make_world):
+    def child(turn):
+        yield Ask(InteractionRequest.free_text("", "child question"))
+
+    def parent(turn):
+        kid = yield Spawn(child, "x")
+        yield Join(kid)
+        return "never"
+
+    world = make_world(interaction_timeout_secs=0)
+    agent = world.spawn(parent)
+    world.run_until_idle()
+    kid = f"{agent}.1"
+    assert world.status(agent).reason is WaitReason.CHILDREN
+    assert world.status(kid).kind is StatusKind.WAITING
+    assert [owner for owner, _ in world.hub.pending()] == [kid]
+    world.cancel(agent)
+    world.run_until_idle()
+    assert world.status(agent).kind is StatusKind.CANCELLED
+    assert world.status(kid).kind is StatusKind.CANCELLED
+    assert world.hub.pending() == []
+    assert world.result(agent) is None
+
+
+def test_join_returns_the_childrens_results_in_order(make_world):
+    def child(turn):
+        yield Sleep(turn.message)
+        return turn.message * 10
+
+    def parent(turn):
+        a = yield Spawn(child, 3)
+        b = yield Spawn(child, 1)
+        return (yield Join(a, b))
+
+    world = make_world()
+    agent = world.spawn(parent)
+    world.run_until_idle()
+    assert world.result(agent) == [30, 10]
+    assert world.agents() and list(world.agents()) == [agent, f"{agent}.1", f"{agent}.2"]
+
+
+def test_a_tool_that_needs_approval_is_denied_by_a_timeout(make_world):
+    tools = ToolRegistry()
+    ran: list[str] = []
+
+    @tools.tool(requires_approval=True)
+    def deploy(args, ctx):
+        ran.append("deploy")
+        return "deployed"
+
+    @tools.tool()
+    def status(args, ctx):
+        return "green"
+
+    def worker(turn):
+        return (
+            yield CallTools(ToolCall("c1", "deploy", {"env": "prod"}), ToolCall("c2", "status"))
+        )
+
+    world = make_world(tools=tools, interaction_timeout_secs=60)
+    agent = world.spawn(worker)
+    world.run_until_idle(skip_time=False)
+    assert world.status(agent).reason is WaitReason.TOOL_APPROVAL
+    world.run_until_idle(timeout=10)  # skips to the approval's deadline: neutral = deny
+    results = world.result(agent)
+    assert [r.error for r in results] == ["denied by operator", None]
+    assert results[1].output == "green"
+    assert ran == []
+
+
+def test_an_approved_tool_runs(make_world):
+    tools = ToolRegistry()
+
+    @tools.tool(requires_approval=True)
+    def deploy(args, ctx):
+        return f"deployed {args['env']}"
+
+    def worker(turn):
+        return (yield CallTools(ToolCall("c1", "deploy", {"env": "prod"})))
+
+    world = make_world(tools=tools)
+    agent = world.spawn(worker)
+    world.run_until_idle(skip_time=False)
+    [(_, request)] = world.hub.pending()
+    assert request.payload == {"tool": "deploy", "args": {"env": "prod"}}
+    world.hub.answer(InteractionResponse.approval(request.id, True))
+    world.run_until_idle(timeout=10)
+    assert world.result(agent)[0].output == "deployed prod"
+
+
+def test_the_production_deadlock_ends_on_a_lane_of_capacity_one(make_world):
+    """A parent's tool waits (off the lane) for an answer only a child's tool can give."""
+    tools = ToolRegistry()
+
+    @tools.tool()
+    def wait_for_child(args, ctx):
+        answer = ctx.ask(InteractionRequest.free_text("", "child, report"))
+        return answer.value
+
+    @tools.tool()
+    def report(args, ctx):
+        for owner, request in ctx.hub.pending():
+            if owner == args["parent"] and request.prompt == "child, report":
+                ctx.hub.answer(InteractionResponse.text(request.id, "done by child"))
+                return "answered"
+        return "no question yet"
+
+    def child(turn):
+        while True:
+            [result] = yield CallTools(ToolCall("r", "report", {"parent": turn.message}))
+            if result.output == "answered":
+                return result.output
+            yield Sleep(0.01)
+
+    def parent(turn):
+        kid = yield Spawn(child, turn.agent_id)
+        [result] = yield CallTools(ToolCall("w", "wait_for_child"))
+        yield Join(kid)
+        return result.output
+
+    world = make_world(clock=MonotonicClock(), tools=tools, tool_capacity=1)
+    agent = world.spawn(parent)
+    world.run_until_idle(timeout=20)
+    assert world.result(agent) == "done by child"
+    assert world.status(f"{agent}.1").kind is StatusKind.COMPLETE
+    assert world.lane.stats().parks >= 1
+
+
+def test_two_worlds_in_one_process_each_drive_their_own_agents(make_world):
+    first = make_world(seed=1)
+    second = make_world(seed=2)
+    a = first.spawn(sleeper)
+    b = second.spawn(asker, "x")
+    for _ in range(3):
+        first.tick()
+        second.tick()
+    assert list(first.agents()) == ["a1"]
+    assert list(second.agents()) == ["a1"]
+    assert first.status(a).kind is StatusKind.ACTIVE
+    assert second.status(b).kind is StatusKind.WAITING
+    first.run_until_idle()
+    assert first.result(a) == "slept"
+    assert second.status(b).kind is StatusKind.WAITING
+
+
+def test_ticks_of_two_worlds_on_two_threads_are_serialised(make_world):
+    worlds = [make_world(seed=i) for i in range(2)]
+    for world in worlds:
+        for _ in range(50):
+            world.spawn(sleeper)
+    barrier = threading.Barrier(2, timeout=10)
+    errors: list[BaseException] = []
+
+    def drive(world: World) -> None:
+        try:
+            barrier.wait()
+            world.run_until_idle()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=drive, args=(w,)) for w in worlds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors
+    for world in worlds:
+        assert world.counts()[StatusKind.COMPLETE] == 50
+
+
+def test_a_behaviour_that_raises_fails_only_that_agent(make_world):
+    def broken(turn):
+        yield Sleep(1)
+        raise ValueError("bad input 7")
+
+    world = make_world()
+    bad = world.spawn(broken)
+    good = world.spawn(sleeper)
+    world.run_until_idle()
+    status = world.status(bad)
+    assert status.kind is StatusKind.ERROR
+    assert status.message == "ValueError: bad input 7"
+    assert world.status(good).kind is StatusKind.COMPLETE
+
+
+def test_a_system_that_raises_for_one_agent_fails_only_that_agent(make_world, monkeypatch):
+    from systems import dispatch_work
+
+    real = dispatch_work._dispatch
+
+    def flaky(state, rec, action):
+        if rec.id == "a2":
+            raise RuntimeError("dispatch exploded")
+        return real(state, rec, action)
+
+    monkeypatch.setattr(dispatch_work, "_dispatch", flaky)
+    world = make_world(models={"default": ScriptedModel(["ok"], cycle=True)})
+    agents = [world.spawn(chatter, i) for i in range(3)]
+    world.run_until_idle(timeout=10)
+    kinds = [world.status(a).kind for a in agents]
+    assert kinds == [StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.COMPLETE]
+    assert world.status("a2").message == "DispatchWork: RuntimeError: dispatch exploded"
+
+
+def test_a_failing_model_is_thrown_into_the_behaviour(make_world):
+    def careful(turn):
+        try:
+            yield Think("x", model="missing")
+        except ModelError as exc:
+            return f"caught: {exc}"
+
+    world = make_world(models={"default": ScriptedModel(["x"])})
+    agent = world.spawn(careful)
+    world.run_until_idle(timeout=10)
+    assert world.result(agent) == "caught: unknown model 'missing' (known: default)"
+
+
+def test_yielding_something_that_is_not_an_action_fails_the_agent(make_world):
+    def confused(turn):
+        yield 42
+
+    world = make_world()
+    agent = world.spawn(confused)
+    world.run_until_idle()
+    assert world.status(agent).message == "behaviour yielded 42, which is not an action"
+
+
+def test_bad_commands_fail_at_the_call_naming_the_value(make_world):
+    world = make_world()
+    with pytest.raises(UnknownAgentError, match="'ghost'"):
+        world.send("ghost", "hi")
+    with pytest.raises(BehaviorNotFound, match="nowhere:thing"):
+        world.spawn("nowhere:thing")
+    world.spawn(sleeper, agent_id="w1")
+    with pytest.raises(ConfigError, match="'w1'"):
+        world.spawn(sleeper, agent_id="w1")
+    with pytest.raises(ConfigError, match="`tool_capacity` must be >= 1, got 0"):
+        World(tool_capacity=0)
+    world.close()
+    with pytest.raises(WorldClosedError):
+        world.spawn(sleeper)
+
+
+def test_run_until_idle_raises_when_work_never_settles(make_world):
+    def forever(turn):
+        while True:
+            yield Sleep(0)
+
+    world = make_world()
+    world.spawn(forever)
+    with pytest.raises(TickLimitError, match="100"):
+        world.run_until_idle(max_ticks=100)
+
+
+def test_the_turn_rng_is_the_agents_own_seeded_stream(make_world):
+    def roll(turn):
+        return [turn.rng.random() for _ in range(3)]
+
+    draws = []
+    for seed in (5, 5, 6):
+        world = make_world(seed=seed)
+        agent = world.spawn(roll)
+        world.run_until_idle()
+        draws.append(world.result(agent))
+    assert draws[0] == draws[1]
+    assert draws[0] != draws[2]
+
+
+def test_start_and_stop_run_the_loop_in_the_background():
+    world = World(clock=MonotonicClock())
+    try:
+        world.start()
+        agent = world.spawn(lambda turn: "done")
+        wait_for(lambda: world.status(agent).kind is StatusKind.COMPLETE, what="completion")
+        world.stop()
+        assert world.result(agent) == "done"
+    finally:
+        world.close()
+
+
+def test_the_world_leaves_esper_on_the_world_it_found():
+    import esper
+
+    esper.switch_world("default")
+    with World(clock=ManualClock()) as world:
+        world.spawn(sleeper)
+        world.tick()
+        assert esper.current_world == "default"
+    assert world.name not in esper.list_worlds()
+
+
+@pytest.mark.slow
+def test_ten_thousand_agents_spawn_and_run_to_completion(make_world):
+    def short(turn):
+        yield Sleep(turn.rng.random())
+        yield Sleep(0)
+        return turn.agent_id
+
+    world = make_world()
+    for _ in range(10_000):
+        world.spawn(short)
+    started = time.monotonic()
+    world.run_until_idle()
+    elapsed = time.monotonic() - started
+    assert world.counts()[StatusKind.COMPLETE] == 10_000
+    assert elapsed < 60, f"10k agents took {elapsed:.1f}s"
+
+
+def test_model_reply_tool_calls_reach_the_behaviour(make_world):
+    reply = ModelReply("use tool", (ToolCall("t1", "echo", {"text": "hi"}),))
+
+    def agentic(turn):
+        answer = yield Think("go")
+        results = yield CallTools(*answer.tool_calls)
+        return results[0].output["stdout"]
+
+    tools = ToolRegistry()
+    tools.add(ShellTool("echo", ["echo", "{text}"]))
+    world = make_world(tools=tools, models={"default": ScriptedModel([reply])})
+    agent = world.spawn(agentic)
+    world.run_until_idle(timeout=10)
+    assert world.result(agent) == "hi\n"
+
+
+def test_phases_are_visible_in_the_turn_state(make_world):
+    world = make_world()
+    agent = world.spawn(sleeper)
+    world.tick()
+    world.tick()
+    with world._lock:
+        rec = world._state.records[agent]
+        assert rec.turn.phase is Phase.SLEEPING
+        assert rec.turn.deadline == 10.0
+
+
+def test_no_thread_or_process_leaks_after_close(make_world):
+    before = threading.active_count()
+    world = make_world(clock=MonotonicClock())
+    world.spawn(chatter)
+    world.close()
+    assert threading.active_count() <= before + 2  # lane workers wind down on their own
+    assert os.getpid()
