@@ -43,9 +43,11 @@ from .errors import (
     WorldClosedError,
 )
 from .hub import HubStats, InteractionHub
+from .journal import Journal, JournalReader
 from .lane import ToolJob, ToolLane, ToolOutcome, off_lane
 from .models import Model, ModelReply, ModelRequest, ScriptedModel
 from .process import ProcessEnd, ProcessResult, run_process
+from .replay import ReplayReport, replay
 from .tools import AskUserTool, ShellTool, SleepTool, Tool, ToolContext, ToolRegistry
 from .wake import Wake
 from .world import TickReport, World
@@ -72,7 +74,9 @@ __all__ = [
     "InteractionResponse",
     "InterruptHandle",
     "Join",
+    "Journal",
     "JournalError",
+    "JournalReader",
     "LaneClosedError",
     "LaneStats",
     "ManualClock",
@@ -87,6 +91,7 @@ __all__ = [
     "PromptOpened",
     "PromptSettled",
     "ReplayDivergence",
+    "ReplayReport",
     "ScenarioError",
     "ScriptedModel",
     "Settlement",
@@ -118,6 +123,7 @@ __all__ = [
     "behavior",
     "off_lane",
     "register_behavior",
+    "replay",
     "response_approved",
     "run_process",
 ]
