@@ -10,6 +10,7 @@ take the world's lock, so they see the state between two ticks, never half a tic
 from __future__ import annotations
 
 import contextlib
+import heapq
 import itertools
 import logging
 import math
@@ -158,6 +159,11 @@ class World:
         self._runner: threading.Thread | None = None
         self._stop = threading.Event()
         self._run_error: BaseException | None = None
+        # Host timers (call_at) and tick observers: run on the tick thread, never in a replay.
+        self._timers: list[tuple[float, int, Callable[[], object]]] = []
+        self._timer_seq = itertools.count()
+        self._timers_lock = threading.Lock()
+        self._observers: list[Callable[[TickReport, list[tuple[int, object]]], object]] = []
         self._name = f"tickwork-{next(_world_numbers)}"
         with _ESPER_LOCK, self._in_esper():
             for name in ("tools", "inference"):
@@ -234,6 +240,35 @@ class World:
     def interrupt(self, agent_id: str) -> None:
         """Abandon the agent's current turn, keeping its history; it waits for input."""
         self._command(InterruptAgent(self._checked(agent_id)))
+
+    def call_at(self, when: float, fn: Callable[[], object]) -> None:
+        """Run ``fn()`` on the tick thread at the first tick whose time is >= ``when``.
+
+        A host timer in world time (virtual or real): ``run_until_idle`` and ``run`` wake
+        for it, and with a ``ManualClock`` skip time to it. ``fn`` talks to the world like
+        any host code (hub, commands); what it causes lands at the next tick. An ``fn``
+        that raises is logged. Timers are host code: a replay does not run them (their
+        effects are in the journal).
+        """
+        if not math.isfinite(when):
+            raise ConfigError(f"`when` must be a finite time, got {when}")
+        with self._timers_lock:
+            heapq.heappush(self._timers, (when, next(self._timer_seq), fn))
+        self.wake.notify()
+
+    def call_later(self, delay: float, fn: Callable[[], object]) -> None:
+        """Run ``fn()`` on the tick thread ``delay`` seconds of world time from now."""
+        if not delay >= 0:
+            raise ConfigError(f"`delay` must be >= 0, got {delay}")
+        self.call_at(self.clock.now() + delay, fn)
+
+    def observe(self, fn: Callable[[TickReport, list[tuple[int, object]]], object]) -> None:
+        """Call ``fn(report, inputs)`` after every tick, on the tick thread.
+
+        ``inputs`` are the tick's applied inputs as ``(seq, input)`` pairs (commands, tool
+        and model outcomes, prompt events). Keep ``fn`` quick; one that raises is logged.
+        """
+        self._observers.append(fn)
 
     def post(self, item: object) -> int:
         """Put a raw input into the inbox (an outcome, a prompt event); returns its seq."""
@@ -335,6 +370,8 @@ class World:
             state = self._state
             state.tick += 1
             state.now = self.clock.now() if now is None else now
+            if self._timers:
+                self._run_timers(state.now)
             state.inputs = inputs
             state.changed_this_tick = len(inputs)
             state.stepped = 0
@@ -350,9 +387,30 @@ class World:
                     assert changed is not None
                     self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
             self._note_new_agents()
-            return TickReport(
+            report = TickReport(
                 state.tick, state.now, len(inputs), state.stepped, state.changed_this_tick, digest
             )
+            for observer in self._observers:
+                try:
+                    observer(report, inputs)
+                except Exception:
+                    log.exception("tick observer %r raised", observer)
+            return report
+
+    def _run_timers(self, now: float) -> None:
+        due = []
+        with self._timers_lock:
+            while self._timers and self._timers[0][0] <= now:
+                due.append(heapq.heappop(self._timers)[2])
+        for fn in due:
+            try:
+                fn()
+            except Exception:
+                log.exception("timer %r raised", fn)
+
+    def _next_host_timer(self) -> float | None:
+        with self._timers_lock:
+            return self._timers[0][0] if self._timers else None
 
     def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
         state = self._state
@@ -458,7 +516,7 @@ class World:
         A virtual clock jumps straight to the next deadline when no lane work is in flight.
         """
         state = self._state
-        timer = state.next_timer()
+        timer = _earliest(state.next_timer(), self._next_host_timer())
         prompt = self.hub.next_deadline()
         if state.lane_waiting:
             nearest = min((d for d in (timer, prompt) if d is not None), default=None)
@@ -573,6 +631,12 @@ class World:
     def _command(self, item: object) -> None:
         self._check_open()
         self._inbox.put(item)
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
 
 
 def _stopper(stop: threading.Event | Callable[[], bool] | None) -> Callable[[], bool]:

@@ -657,3 +657,42 @@ def test_no_thread_or_process_leaks_after_close(make_world):
     world.close()
     assert threading.active_count() <= before + 2  # lane workers wind down on their own
     assert os.getpid()
+
+
+def test_a_host_timer_runs_at_its_world_time_and_run_until_idle_skips_to_it(make_world):
+    world = make_world(interaction_timeout_secs=600)
+    agent = world.spawn(asker, "deploy")
+    fired: list[float] = []
+
+    def operator() -> None:
+        fired.append(world.now)
+        [(_, request)] = world.hub.pending()
+        world.hub.answer(InteractionResponse.text(request.id, "approved at 30"))
+
+    world.call_at(30.0, operator)
+    world.run_until_idle()
+    assert fired == [30.0]
+    assert world.result(agent) == "approved at 30"  # answered before the 600 s expiry
+    assert world.hub.stats().expired == 0
+
+
+def test_call_later_refuses_a_negative_delay(make_world):
+    world = make_world()
+    with pytest.raises(ConfigError, match="-1"):
+        world.call_later(-1, lambda: None)
+
+
+def test_an_observer_sees_every_tick_and_its_inputs_and_survives_its_own_errors(make_world):
+    world = make_world()
+    seen: list[tuple[int, list[str]]] = []
+
+    def observer(report, inputs):
+        seen.append((report.tick, [type(item).__name__ for _, item in inputs]))
+        raise RuntimeError("observer bug")
+
+    world.observe(observer)
+    agent = world.spawn(sleeper)
+    world.run_until_idle()
+    assert seen[0] == (1, ["SpawnAgent"])
+    assert [tick for tick, _ in seen] == list(range(1, world.tick_count + 1))
+    assert world.result(agent) == "slept"
