@@ -22,7 +22,7 @@ from runtime.models import ModelReply
 from runtime.state import AgentRecord, PendingBatch, Throw, WorldState
 
 from .dispatch_work import launch_tools
-from .lifecycle import add_history, as_text, describe, finish, resume_with
+from .lifecycle import add_history, as_text, describe, finish, record_tool_results, resume_with
 
 __all__ = ["DENIED", "CollectOutcomes"]
 
@@ -96,11 +96,7 @@ def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) 
 
 def finish_batch(state: WorldState, rec: AgentRecord, pending: PendingBatch) -> None:
     """Record every call's result in history and send the results to the behaviour."""
-    results = pending.final()
-    for call, result in zip(pending.calls, results, strict=True):
-        text = as_text(result.output) if result.ok else f"error: {result.error}"
-        add_history(state, rec, "tool", f"{call.name}[{call.id}]: {text}")
-    resume_with(state, rec, results)
+    resume_with(state, rec, record_tool_results(state, rec, pending))
 
 
 def _deliver_settlement(state: WorldState, rec: AgentRecord, settled: PromptSettled) -> None:

@@ -7,7 +7,7 @@ import esper
 from components import Phase, StatusKind, ToolResult
 from runtime.state import AgentRecord, PendingBatch, WorldState
 
-from .lifecycle import abandon_turn, add_history, as_text, describe, finish
+from .lifecycle import abandon_turn, add_history, describe, finish, record_tool_results
 
 __all__ = ["INTERRUPTED_CALL", "HandleInterrupts"]
 
@@ -46,9 +46,7 @@ class HandleInterrupts(esper.Processor):
             for call in pending.calls:
                 if call.id not in pending.results:
                     pending.results[call.id] = ToolResult(call.id, error=INTERRUPTED_CALL)
-            for call, result in zip(pending.calls, pending.final(), strict=True):
-                text = as_text(result.output) if result.ok else f"error: {result.error}"
-                add_history(state, rec, "tool", f"{call.name}[{call.id}]: {text}")
+            record_tool_results(state, rec, pending)
         elif turn.phase is Phase.AWAITING_INPUT and turn.inflight is not None:
             state.effects.cancel_prompt(turn.inflight)
         add_history(state, rec, "system", MARKER)

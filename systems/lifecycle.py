@@ -25,13 +25,14 @@ from components import (
     Phase,
     Status,
     StatusKind,
+    ToolResult,
     TurnState,
     WaitReason,
 )
 from runtime.actions import HistoryView, Turn
 from runtime.cancel import CancelToken, InterruptHandle
 from runtime.digest import chain_history
-from runtime.state import AgentRecord, WorldState
+from runtime.state import AgentRecord, PendingBatch, WorldState
 
 __all__ = [
     "abandon_turn",
@@ -42,6 +43,7 @@ __all__ = [
     "end_turn",
     "finish",
     "mint",
+    "record_tool_results",
     "resume_with",
     "set_active",
     "start_turn",
@@ -69,6 +71,17 @@ def add_history(state: WorldState, rec: AgentRecord, role: str, content: str) ->
     rec.history.entries.append(entry)
     rec.hist_hash = chain_history(rec.hist_hash, entry)
     state.touch(rec)
+
+
+def record_tool_results(
+    state: WorldState, rec: AgentRecord, pending: PendingBatch
+) -> list[ToolResult]:
+    """Write one history entry per call of ``pending`` (in call order) and return the results."""
+    results = pending.final()
+    for call, result in zip(pending.calls, results, strict=True):
+        text = as_text(result.output) if result.ok else f"error: {result.error}"
+        add_history(state, rec, "tool", f"{call.name}[{call.id}]: {text}")
+    return results
 
 
 def create_agent(
