@@ -27,6 +27,7 @@ from .actions import Action, Ask, Behavior, CallTools, Join, Sleep, Spawn, Think
 from .behaviors import BehaviorRegistry, behavior, register_behavior
 from .cancel import Cancelled, CancelToken, InterruptHandle
 from .clock import Clock, ManualClock, MonotonicClock
+from .control import ControlClient
 from .errors import (
     BehaviorNotFound,
     ConfigError,
@@ -48,6 +49,7 @@ from .lane import ToolJob, ToolLane, ToolOutcome, off_lane
 from .models import Model, ModelReply, ModelRequest, ScriptedModel
 from .process import ProcessEnd, ProcessResult, run_process
 from .replay import ReplayReport, replay
+from .scenario import Scenario, load_scenario
 from .tools import AskUserTool, ShellTool, SleepTool, Tool, ToolContext, ToolRegistry
 from .wake import Wake
 from .world import TickReport, World
@@ -64,6 +66,7 @@ __all__ = [
     "Cancelled",
     "Clock",
     "ConfigError",
+    "ControlClient",
     "ControlError",
     "DuplicateRequestError",
     "Entry",
@@ -92,6 +95,7 @@ __all__ = [
     "PromptSettled",
     "ReplayDivergence",
     "ReplayReport",
+    "Scenario",
     "ScenarioError",
     "ScriptedModel",
     "Settlement",
@@ -121,6 +125,7 @@ __all__ = [
     "WorldClosedError",
     "__version__",
     "behavior",
+    "load_scenario",
     "off_lane",
     "register_behavior",
     "replay",

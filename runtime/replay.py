@@ -153,6 +153,14 @@ def _rebuild(
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise JournalError(f"journal header is missing or has a bad setting: {exc}") from exc
+    if header.get("scenario"):
+        from .scenario import register_scenario_behaviors
+
+        try:
+            register_scenario_behaviors(world.behaviors, header["scenario"])
+        except BaseException:
+            world.close()
+            raise
     return world
 
 
