@@ -108,7 +108,13 @@ class ControlClient:
         try:
             self._sock.sendall(json.dumps(request).encode() + b"\n")
         except OSError as exc:
-            raise ControlError(f"the control server went away: {exc}") from exc
+            # A server that refuses a client (too many clients, a bad token) replies and
+            # closes at once; a send racing that close fails, but the reply that explains
+            # why is already waiting: prefer it to a bare "went away".
+            try:
+                return self._read()
+            except ControlError:
+                raise ControlError(f"the control server went away: {exc}") from exc
         return self._read()
 
     def subscribe(self) -> Iterator[dict[str, Any]]:

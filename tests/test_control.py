@@ -343,3 +343,30 @@ def test_the_default_state_dir_prefers_the_environment(monkeypatch):
     assert default_state_dir() == Path("/run/user/5/tickwork")
     monkeypatch.delenv("XDG_RUNTIME_DIR")
     assert default_state_dir().name == f"tickwork-{os.getuid()}"
+
+
+def test_a_refusal_sent_before_the_client_speaks_is_read_not_lost(state):
+    """The server replies 'busy' and closes at once; the client's send then fails, but the
+    reply explaining why is already waiting and must be what the caller sees."""
+    state.mkdir(mode=0o700)
+    (state / "token").write_text("t0k3n\n")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(state / "control.sock"))
+    listener.listen(1)
+    closed = threading.Event()
+
+    def refuse() -> None:
+        conn, _ = listener.accept()
+        reply = {"ok": False, "code": "busy", "error": "too many clients"}
+        conn.sendall(json.dumps(reply).encode() + b"\n")
+        conn.close()
+        closed.set()
+
+    thread = threading.Thread(target=refuse)
+    thread.start()
+    with ControlClient(state, timeout=5) as client:
+        assert closed.wait(timeout=5)
+        with pytest.raises(ControlError, match="too many clients"):
+            client.request("ping")
+    thread.join(timeout=5)
+    listener.close()
