@@ -22,11 +22,13 @@ from components import (
     response_approved,
 )
 
+from ._tool_backend import BackendInfo
 from ._version import __version__
 from .actions import Action, Ask, Behavior, CallTools, Join, Sleep, Spawn, Think, Turn
 from .behaviors import BehaviorRegistry, behavior, register_behavior
 from .cancel import Cancelled, CancelToken, InterruptHandle
 from .clock import Clock, ManualClock, MonotonicClock
+from .cluster import DaskBackend
 from .control import ControlClient
 from .errors import (
     BehaviorNotFound,
@@ -58,6 +60,7 @@ __all__ = [
     "Action",
     "Ask",
     "AskUserTool",
+    "BackendInfo",
     "Behavior",
     "BehaviorNotFound",
     "BehaviorRegistry",
@@ -68,6 +71,7 @@ __all__ = [
     "ConfigError",
     "ControlClient",
     "ControlError",
+    "DaskBackend",
     "DuplicateRequestError",
     "Entry",
     "HubStats",

@@ -27,6 +27,7 @@ import esper
 from components import Entry, LaneStats, Status, StatusKind
 from systems import LaneGauge, build_pipeline
 
+from ._tool_backend import BackendInfo, ToolBackend, describe_tool_backend
 from .actions import Behavior
 from .behaviors import GLOBAL_BEHAVIORS, BehaviorRegistry
 from .clock import Clock, ManualClock, MonotonicClock
@@ -85,6 +86,11 @@ class TickReport:
 class World:
     """A world of agents, advanced tick by tick. See the module docstring for threads.
 
+    ``tool_executor`` runs tool jobs off the lane's own threads: a bare ``Executor`` is
+    borrowed, a `runtime.cluster.ToolBackend` (such as ``DaskBackend``) is handed over and
+    closed with the world. Either way the lane keeps capacity and counters, and ``local_only``
+    tools (``AskUserTool``) are refused: they need this process's hub.
+
     Raises:
         ConfigError: a setting is out of range (the message names it and its value).
     """
@@ -101,7 +107,7 @@ class World:
         models: Mapping[str, Model] | None = None,
         journal: Journal | None = None,
         behaviors: Mapping[str, Behavior] | None = None,
-        tool_executor: Executor | None = None,
+        tool_executor: Executor | ToolBackend | None = None,
         track_digests: bool = False,
         effects: Effects | None = None,
     ) -> None:
@@ -128,6 +134,8 @@ class World:
         self.hub.attach_wake(self.wake)
         self.tools = tools if tools is not None else ToolRegistry()
         self.models: dict[str, Model] = dict(models or {})
+        self._tool_backend, tool_executor = _take_tool_executor(tool_executor, self.tools)
+        self._tool_executor = tool_executor
         self.lane = ToolLane(
             tool_capacity, name="tools", executor=tool_executor, on_outcome=self._inbox.put
         )
@@ -144,6 +152,7 @@ class World:
                 inference_lane=self.inference_lane,
                 tools=self.tools,
                 models=self.models,
+                tools_can_ask=tool_executor is None,
             )
         self._state = WorldState(
             seed=seed, effects=effects, behaviors=self.behaviors, now=self.clock.now()
@@ -348,6 +357,14 @@ class World:
     def name(self) -> str:
         """The name of this world's esper world."""
         return self._name
+
+    def backend_info(self) -> BackendInfo:
+        """What runs the tool jobs (threads, or a cluster's workers), for a live view.
+
+        For a Dask backend this asks the scheduler (at most once a second): call it from a
+        view's thread, not from a tick observer.
+        """
+        return describe_tool_backend(self.lane, self._tool_executor)
 
     # -- the tick ------------------------------------------------------------------------
 
@@ -578,7 +595,7 @@ class World:
             raise error
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the loop, cancel everything in flight, settle open prompts, close lanes.
+        """Stop the loop, cancel work in flight, settle prompts, close lanes and owned backend.
 
         Idempotent. Agents keep their last status.
         """
@@ -595,6 +612,8 @@ class World:
             self.hub.close()
             self.lane.close(timeout)
             self.inference_lane.close(timeout)
+            if self._tool_backend is not None:  # after the lane: its jobs are settled
+                self._tool_backend.close()
             if self._journal is not None:
                 self._journal.close()
             with _ESPER_LOCK:
@@ -645,6 +664,33 @@ def _stopper(stop: threading.Event | Callable[[], bool] | None) -> Callable[[], 
     if isinstance(stop, threading.Event):
         return stop.is_set
     return stop
+
+
+def _take_tool_executor(
+    given: Executor | ToolBackend | None, tools: ToolRegistry
+) -> tuple[ToolBackend | None, Executor | None]:
+    """Split ``tool_executor`` into the backend the world owns (if handed one) and the
+    executor its tool lane submits to, refusing tools that must stay in this process.
+
+    A backend handed over is the world's to close, even when refused here (never leak its
+    workers); a bare executor is only borrowed. A ``local_only`` tool asks a person through
+    this process's hub: an executor lane's jobs get no hub, and could not step off the lane
+    while they wait (DESIGN.md: a job waiting on a person must not hold lane capacity).
+
+    Raises:
+        ConfigError: there is an executor and ``tools`` has a ``local_only`` tool.
+    """
+    backend, executor = (given, given.executor) if isinstance(given, ToolBackend) else (None, given)
+    local = [name for name in tools.names() if getattr(tools.try_get(name), "local_only", False)]
+    if executor is not None and local:
+        if backend is not None:
+            backend.close()
+        raise ConfigError(
+            f"local_only tools cannot run on `tool_executor`: {', '.join(map(repr, local))} "
+            "(they ask a person through this process's hub); ask with the `Ask` action "
+            "instead, or drop `tool_executor` to run tools on the lane's threads"
+        )
+    return backend, executor
 
 
 def _check_int(name: str, value: object) -> None:
