@@ -115,10 +115,20 @@ def _open_prompt_hint(summary: Summary) -> str:
     )
 
 
+def _announce_backend(scenario: Scenario) -> None:
+    """Say so before a Dask backend starts: a local cluster takes seconds to come up."""
+    settings = scenario.world
+    if settings.lane_backend == "dask-local":
+        print(f"starting {settings.workers} local dask workers...", file=sys.stderr)
+    elif settings.lane_backend == "dask":
+        print(f"connecting to dask scheduler {settings.scheduler_address}...", file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``tickwork run``: run a scenario to the end with a live view, then print a summary."""
     scenario = load_scenario(args.scenario)
     journal = _open_journal(args.journal, scenario)
+    _announce_backend(scenario)
     world = build_world(scenario, journal=journal)
     stop = threading.Event()
     try:
@@ -197,6 +207,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = None
     stop = threading.Event()
     try:
+        _announce_backend(scenario)
         world = build_world(scenario, journal=_open_journal(args.journal, scenario))
         stats = RunStats(world)
         if scenario.operator is not None:

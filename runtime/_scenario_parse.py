@@ -60,6 +60,7 @@ class _Parser:
             **checker.fields(("world",), self._table(data, "world"), WORLD_FIELDS)
         )
         tools = self._named(data, "tools", self.tool)
+        self.backend(self._table(data, "world"), world, tools)
         models = self._named(data, "models", self.model)
         agents = self.agents(data.get("agents"), tools, models)
         operator = self.operator(data, world)
@@ -228,6 +229,33 @@ class _Parser:
         if not self.checker.template((*path, "message"), message, {"i"}):
             return None
         return tuple(message.format(i=i) for i in range(count))
+
+    def backend(
+        self, table: Mapping[str, Any], world: WorldSettings, tools: Mapping[str, ToolSpec]
+    ) -> None:
+        """Check that the tool backend's settings fit together and fit the tools."""
+        checker, kind = self.checker, world.lane_backend
+        if kind == "dask" and not world.scheduler_address:
+            checker.problem(
+                ("world", "lane_backend"), 'lane_backend = "dask" needs world.scheduler_address'
+            )
+        if "scheduler_address" in table and kind != "dask":
+            checker.problem(
+                ("world", "scheduler_address"),
+                f'only used with lane_backend = "dask", not {kind!r}',
+            )
+        if "workers" in table and kind != "dask-local":
+            where = ("world", "workers")
+            checker.problem(where, f'only used with lane_backend = "dask-local", not {kind!r}')
+        if kind == "threads":
+            return
+        for name, spec in tools.items():
+            if spec.kind == "ask_user":
+                checker.problem(
+                    ("tools", name, "ask_user"),
+                    f"tool {name!r} asks a person and must run on this host; it cannot be used"
+                    f" with lane_backend = {kind!r} (use an ask step instead)",
+                )
 
     def operator(self, data: Mapping[str, Any], world: WorldSettings) -> OperatorSpec | None:
         """The ``[operator]`` table, or None when there is none."""

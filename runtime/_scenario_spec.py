@@ -9,6 +9,7 @@ from typing import Any
 from ._scenario_check import Field, boolean, integer, number, one_of, string_list, text
 from ._scenario_steps import Step
 from .actions import Behavior
+from .cluster import BACKENDS
 
 __all__ = [
     "AGENT_FIELDS",
@@ -34,6 +35,11 @@ WORLD_FIELDS: dict[str, Field] = {
     "interaction_timeout_secs": Field(number(0.0), 3600.0),
     "max_ticks": Field(integer(1), 1_000_000),
     "time_limit": Field(number(0.0, above=True), None),
+    # What runs the tool jobs (runtime.cluster): the lane's threads, or a Dask cluster.
+    "lane_backend": Field(one_of(*BACKENDS), "threads"),
+    "scheduler_address": Field(text, None),  # lane_backend = "dask" only
+    "workers": Field(integer(1), 2),  # lane_backend = "dask-local" only
+    "retries": Field(integer(0), 0),  # Dask's re-runs of a raising job; off by default
 }
 TOOL_KINDS = ("python", "shell", "sleep", "ask_user")
 TOOL_FIELDS: dict[str, Field] = {
@@ -76,6 +82,10 @@ class WorldSettings:
     interaction_timeout_secs: float = 3600.0
     max_ticks: int = 1_000_000
     time_limit: float | None = None
+    lane_backend: str = "threads"
+    scheduler_address: str | None = None
+    workers: int = 2
+    retries: int = 0
 
 
 @dataclass(frozen=True, slots=True)

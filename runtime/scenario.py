@@ -44,8 +44,9 @@ The format (see ``examples/*.toml``)::
 
 from __future__ import annotations
 
+import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path as FilePath
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,7 @@ from ._scenario_spec import (
 )
 from .behaviors import BehaviorRegistry
 from .clock import ManualClock, MonotonicClock
+from .cluster import tool_backend
 from .errors import ScenarioError
 from .models import Model, ScriptedModel
 from .tools import AskUserTool, ShellTool, SleepTool, Tool, ToolRegistry
@@ -148,14 +150,22 @@ def register_scenario_behaviors(
     registry.update(scenario.behaviors)
 
 
-def build_tools(scenario: Scenario) -> ToolRegistry:
-    """The tool registry the scenario's ``[tools]`` describe."""
+def build_tools(scenario: Scenario, *, ship_by_value: bool = False) -> ToolRegistry:
+    """The tool registry the scenario's ``[tools]`` describe.
+
+    ``ship_by_value`` wraps python tools imported from beside the scenario so that they
+    pickle with their code (for Dask workers, which cannot import them by name).
+    """
     tools = ToolRegistry()
+    base = None if scenario.base_dir is None else FilePath(scenario.base_dir).resolve()
     for spec in scenario.tools.values():
         tool: Tool
         if spec.kind == "python":
+            fn = spec.fn
+            if ship_by_value and base is not None and _defined_under(fn, base):
+                fn = ShippedByValue(fn)
             tools.tool(spec.name, timeout=spec.timeout, requires_approval=spec.requires_approval)(
-                spec.fn
+                fn
             )
             continue
         if spec.kind == "shell":
@@ -175,7 +185,8 @@ def build_world(scenario: Scenario, *, journal: Journal | None = None) -> World:
     """The ``World`` the scenario describes, its behaviours registered (no agents yet).
 
     Raises:
-        ConfigError: a setting the world refuses (the scenario checks catch these first).
+        ConfigError: a setting the world refuses (the scenario checks catch these first), or
+            a Dask backend that cannot be started or reached.
     """
     settings = scenario.world
     clock = ManualClock() if settings.clock == "virtual" else MonotonicClock()
@@ -183,18 +194,63 @@ def build_world(scenario: Scenario, *, journal: Journal | None = None) -> World:
         name: ScriptedModel(list(spec.replies), delay=spec.delay, cycle=spec.cycle)
         for name, spec in scenario.models.items()
     }
-    world = World(
+    tools = build_tools(scenario, ship_by_value=settings.lane_backend != "threads")
+    backend = tool_backend(
+        settings.lane_backend,
+        scheduler_address=settings.scheduler_address,
+        workers=settings.workers,
+        retries=settings.retries,
+    )
+    world = World(  # handed the backend: the world closes it, even if it refuses it
         seed=settings.seed,
         clock=clock,
         tool_capacity=settings.tool_capacity,
         inference_capacity=settings.inference_capacity,
         interaction_timeout_secs=settings.interaction_timeout_secs,
-        tools=build_tools(scenario),
+        tools=tools,
         models=models,
         journal=journal,
+        tool_executor=backend,
     )
     register_scenario_behaviors(world.behaviors, scenario)
     return world
+
+
+class ShippedByValue:
+    """A scenario's tool function that pickles with its code, not by reference.
+
+    The module was imported from the scenario's directory, which is on this process's path
+    only while the scenario loads and on no Dask worker's. Dask pickles task data with the
+    standard pickle first, which would name the function by module and fail on a worker;
+    this wrapper hands pickle cloudpickle's by-value encoding instead.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, args: Any, ctx: Any) -> Any:
+        return self.fn(args, ctx)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        import cloudpickle  # comes with distributed, which a dask backend needs anyway
+
+        module = sys.modules.get(self.fn.__module__)
+        if module is not None:
+            cloudpickle.register_pickle_by_value(module)
+        return (_unship, (cloudpickle.dumps(self.fn),))
+
+
+def _unship(blob: bytes) -> ShippedByValue:
+    import cloudpickle
+
+    return ShippedByValue(cloudpickle.loads(blob))
+
+
+def _defined_under(fn: Any, base: FilePath) -> bool:
+    origin = getattr(sys.modules.get(getattr(fn, "__module__", "") or ""), "__file__", None)
+    return isinstance(origin, str) and FilePath(origin).resolve().is_relative_to(base)
 
 
 def spawn_agents(world: World, scenario: Scenario) -> list[str]:

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from components import PromptOpened, PromptSettled, Settlement, StatusKind
 
+from ._tool_backend import BackendInfo
 from .lane import ToolOutcome
 from .world import TickReport, World
 
@@ -126,6 +127,7 @@ class Summary:
     model_calls: dict[str, Any]
     prompts: dict[str, Any]
     journal: str | None = None
+    backend: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -160,6 +162,7 @@ def summarize(
         model_calls=data["model_calls"],
         prompts=data["prompts"],
         journal=journal,
+        backend=describe_backend(world.backend_info()),
     )
 
 
@@ -184,6 +187,8 @@ def render_summary(summary: Summary) -> RenderableType:
     table.add_row("prompts", line)
     if prompts["wait"]["count"]:
         table.add_row("prompt wait", Latency(**prompts["wait"]).describe())
+    if summary.backend and not summary.backend.startswith("threads"):
+        table.add_row("tool runner", summary.backend)
     if summary.journal:
         table.add_row("journal", summary.journal)
     title = f"{summary.scenario}: {summary.ended}"
@@ -228,6 +233,7 @@ class LiveView:
                 str(stats.capacity),
                 str(stats.finished),
             )
+        backend = Text(f"tool jobs run on: {describe_backend(world.backend_info())}")
         pending = world.hub.pending()
         prompts = Text(f"open prompts: {len(pending)}")
         for agent_id, request in pending[: self._max_prompts]:
@@ -240,7 +246,7 @@ class LiveView:
             f"{self._ticks_per_sec():,.0f} ticks/s · world {world.now:.1f} s · "
             f"wall {elapsed:.1f} s"
         )
-        body = Group(head, Text(""), agents, Text(""), lanes, Text(""), prompts)
+        body = Group(head, Text(""), agents, Text(""), lanes, backend, Text(""), prompts)
         return Panel(body, title=self._title, title_align="left", expand=False)
 
 
@@ -252,6 +258,21 @@ _STYLE = {
     StatusKind.ERROR: "red",
     StatusKind.CANCELLED: "dim",
 }
+
+
+def describe_backend(info: BackendInfo) -> str:
+    """One line about what runs the tool jobs: ``threads · 5 alive`` or a cluster's workers.
+
+    A Dask backend with no workers left is called out: its jobs cannot run.
+    """
+    if info.kind == "threads":
+        return f"threads · {info.workers or 0} alive"
+    where = f" {info.address}" if info.address else ""
+    if info.workers == 0:
+        return f"{info.kind}{where} · NO WORKERS (the cluster is gone)"
+    workers = "?" if info.workers is None else str(info.workers)
+    threads = "" if info.threads is None else f" · {info.threads} threads"
+    return f"{info.kind}{where} · {workers} workers{threads}"
 
 
 def _duration(secs: float | None) -> str:

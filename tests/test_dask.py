@@ -515,3 +515,74 @@ def test_a_worker_killed_mid_job_gives_an_error_result_and_the_run_finishes(back
         assert (s.failed, s.finished) == (1, 1)
         assert_counters_balance(world.lane)
     backend.wait_for_workers(2, timeout=WAIT)  # the nanny restarts the worker
+
+
+SCENARIO = """\
+[world]
+clock = "virtual"
+tool_capacity = 4
+{backend}
+
+[tools.where]
+python = "where_tools:where"
+
+[[agents]]
+count = 60
+name = "w-{{i}}"
+message = "{{i}}"
+steps = [{{ tools = [{{ name = "where", args = {{ n = "{{message}}" }} }}] }}, {{ finish = "{{last}}" }}]
+"""
+
+WHERE_TOOLS = """\
+import os
+
+def where(args, ctx):
+    return {"n": int(args["n"]) * 2, "pid": os.getpid()}
+"""
+
+
+def _run_scenario(tmp_path: Path, backend: str, name: str) -> tuple[dict[str, Any], set[int], int]:
+    import json
+    import subprocess
+
+    from runtime.journal import JournalReader
+
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "where_tools.py").write_text(WHERE_TOOLS)
+    (folder / "s.toml").write_text(SCENARIO.format(backend=backend))
+    journal = folder / "run.db"
+    proc = subprocess.Popen(
+        ["tickwork", "run", str(folder / "s.toml"), "--json", "--journal", str(journal)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,  # the tool module is found beside the scenario, not on the path
+    )
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    pids = set()
+    with JournalReader(journal) as reader:
+        for tick in reader.ticks():
+            for _, item in tick.inputs:
+                if isinstance(item, ToolOutcome):
+                    pids.update(r.output["pid"] for r in item.results)
+    return json.loads(out), pids, proc.pid
+
+
+@pytest.mark.dask
+def test_a_scenario_on_a_local_cluster_ends_as_on_the_thread_lane_and_replays(tmp_path):
+    threads, thread_pids, thread_cli = _run_scenario(tmp_path, "", "threads")
+    dask, dask_pids, dask_cli = _run_scenario(
+        tmp_path, 'lane_backend = "dask-local"\nworkers = 2', "dask"
+    )
+    assert threads["agents"] == dask["agents"] == {"complete": 60}
+    assert threads["tool_jobs"]["count"] == dask["tool_jobs"]["count"] == 60
+    assert thread_pids == {thread_cli}  # ran in the tickwork process itself
+    assert dask_cli not in dask_pids  # ran in the workers, with the tool module shipped there
+    assert 1 <= len(dask_pids) <= 2
+    assert "dask-local" in dask["backend"]
+    assert replay(tmp_path / "dask" / "run.db").ticks > 0

@@ -198,6 +198,32 @@ MISTAKES = [
         "s.toml:7: agents[0].extra: unknown key 'extra'",
         id="unknown-agent-key",
     ),
+    pytest.param(
+        '[world]\nlane_backend = "dask"\n' + AGENT,
+        's.toml:6: world.lane_backend: lane_backend = "dask" needs world.scheduler_address',
+        id="dask-without-scheduler",
+    ),
+    pytest.param(
+        '[world]\nscheduler_address = "tcp://x:8786"\n' + AGENT,
+        "s.toml:6: world.scheduler_address: only used with lane_backend = \"dask\", not 'threads'",
+        id="scheduler-without-dask",
+    ),
+    pytest.param(
+        '[world]\nlane_backend = "dask"\nscheduler_address = "tcp://x:8786"\nworkers = 4\n' + AGENT,
+        "s.toml:8: world.workers: only used with lane_backend = \"dask-local\", not 'dask'",
+        id="workers-without-local-cluster",
+    ),
+    pytest.param(
+        '[world]\nlane_backend = "cluster"\n' + AGENT,
+        "s.toml:6: world.lane_backend: must be one of 'threads', 'dask', 'dask-local', got 'cluster'",
+        id="unknown-backend",
+    ),
+    pytest.param(
+        '[world]\nlane_backend = "dask-local"\n[tools.person]\nask_user = true\n' + AGENT,
+        "s.toml:8: tools.person.ask_user: tool 'person' asks a person and must run on this host;"
+        " it cannot be used with lane_backend = 'dask-local' (use an ask step instead)",
+        id="ask-user-on-a-cluster",
+    ),
 ]
 
 
