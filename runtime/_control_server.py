@@ -121,6 +121,7 @@ class ControlServer:
         if self._closing.is_set():
             return
         self._closing.set()
+        self.world.unobserve(self._on_tick)
         with self._clients_lock:
             clients, subscribers = list(self._clients), list(self._subscribers)
         for sub in subscribers:

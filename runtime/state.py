@@ -163,6 +163,7 @@ class WorldState:
         self.tick = 0
         self.now = now
         self.records: dict[str, AgentRecord] = {}
+        self.created: list[str] = []  # agents created since the world last looked
         self.next_ordinal = 0
         # This tick's inputs, in sequence order; outcomes are set aside for CollectOutcomes.
         self.inputs: list[tuple[int, object]] = []

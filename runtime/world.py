@@ -31,6 +31,7 @@ from ._tool_backend import BackendInfo, ToolBackend, describe_tool_backend
 from .actions import Behavior
 from .behaviors import GLOBAL_BEHAVIORS, BehaviorRegistry
 from .clock import Clock, ManualClock, MonotonicClock
+from .codec import is_json
 from .digest import agent_digest, agent_fields, combine, hexdigest
 from .effects import LiveEffects
 from .errors import ConfigError, TickLimitError, UnknownAgentError, WorldClosedError
@@ -204,12 +205,14 @@ class World:
 
         Raises:
             BehaviorNotFound: ``behavior`` is a name that does not resolve.
-            ConfigError: ``agent_id`` is taken or malformed.
+            ConfigError: ``agent_id`` is taken or malformed, or ``message`` is not a JSON
+                value while a journal records the world.
             WorldClosedError: the world is closed.
         """
         self._check_open()
         behavior_name = behavior if isinstance(behavior, str) else self.behaviors.name_of(behavior)
         self.behaviors.resolve(behavior_name)  # fail at the call, not on the tick thread
+        self._check_recordable("message", message)
         with self._ids_lock:
             if agent_id is None:
                 while True:
@@ -232,6 +235,7 @@ class World:
         Raises:
             UnknownAgentError: no agent has that id.
         """
+        self._check_recordable("message", message)
         self._command(SendMessage(self._checked(agent_id), message))
 
     def pause(self, agent_id: str) -> None:
@@ -278,6 +282,14 @@ class World:
         and model outcomes, prompt events). Keep ``fn`` quick; one that raises is logged.
         """
         self._observers.append(fn)
+
+    def unobserve(self, fn: Callable[[TickReport, list[tuple[int, object]]], object]) -> bool:
+        """Stop calling ``fn`` after ticks; returns whether it was observing."""
+        try:
+            self._observers.remove(fn)
+        except ValueError:
+            return False
+        return True
 
     def post(self, item: object) -> int:
         """Put a raw input into the inbox (an outcome, a prompt event); returns its seq."""
@@ -446,13 +458,15 @@ class World:
         self._digest_total = total
 
     def _note_new_agents(self) -> None:
-        created = self._state.records
-        if len(created) == len(self._known):
+        # O(agents created this tick): children spawned on the tick thread become known
+        # ids for the thread-safe commands (host spawns are known from the call).
+        created = self._state.created
+        if not created:
             return
         with self._ids_lock:
             for agent_id in created:
-                if agent_id not in self._known:
-                    self._known[agent_id] = None
+                self._known.setdefault(agent_id, None)
+        created.clear()
 
     @contextlib.contextmanager
     def _in_esper(self) -> Iterator[None]:
@@ -646,6 +660,14 @@ class World:
         if agent_id not in self._known and agent_id not in self._state.records:
             raise UnknownAgentError(f"unknown agent {agent_id!r}")
         return agent_id
+
+    def _check_recordable(self, name: str, value: Any) -> None:
+        # A journal stores inputs as JSON: refuse what it cannot store here, at the call,
+        # rather than on the tick thread when the tick is written.
+        if self._journal is not None and not is_json(value):
+            raise ConfigError(
+                f"`{name}` must be a JSON value when the world records a journal, got {value!r}"
+            )
 
     def _command(self, item: object) -> None:
         self._check_open()

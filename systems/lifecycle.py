@@ -109,6 +109,7 @@ def create_agent(
     rec = AgentRecord(state.next_ordinal, entity, agent, spec, status, turn, history, fn)
     state.next_ordinal += 1
     state.records[agent_id] = rec
+    state.created.append(agent_id)
     state.touch(rec)
     if parent is not None:
         parent_rec = state.records.get(parent)

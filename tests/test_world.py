@@ -696,3 +696,47 @@ def test_an_observer_sees_every_tick_and_its_inputs_and_survives_its_own_errors(
     assert seen[0] == (1, ["SpawnAgent"])
     assert [tick for tick, _ in seen] == list(range(1, world.tick_count + 1))
     assert world.result(agent) == "slept"
+
+
+def test_an_observer_can_be_removed(make_world):
+    world = make_world()
+    seen: list[int] = []
+
+    def observer(report, inputs):
+        seen.append(report.tick)
+
+    world.observe(observer)
+    world.tick()
+    assert world.unobserve(observer) is True
+    assert world.unobserve(observer) is False
+    world.tick()
+    assert seen == [1]
+
+
+def test_children_become_known_ids_for_commands_the_tick_they_are_created(make_world):
+    def parent(turn):
+        yield Spawn(sleeper)
+        yield Sleep(100)
+
+    world = make_world()
+    agent = world.spawn(parent)
+    world.tick()
+    world.tick()
+    child = f"{agent}.1"
+    assert list(world.agents()) == [agent, child]
+    world.cancel(child)  # a command, not an UnknownAgentError
+    world.tick()
+    assert world.status(child).kind is StatusKind.CANCELLED
+    assert world._state.created == []
+
+
+def test_a_journaled_world_refuses_a_message_it_could_not_record(tmp_path):
+    from runtime import Journal
+
+    with World(clock=ManualClock(), journal=Journal.create(tmp_path / "run.db")) as world:
+        with pytest.raises(ConfigError, match="JSON value"):
+            world.spawn(sleeper, {1, 2})
+        agent = world.spawn(asker, interactive=True)
+        with pytest.raises(ConfigError, match="JSON value"):
+            world.send(agent, object())
+        world.send(agent, {"fine": [1, 2.5, None]})
