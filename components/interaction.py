@@ -75,6 +75,16 @@ class InteractionRequest:
         """A yes/no question; the answer's ``approved`` carries it."""
         return cls(id, InteractionKind.CONFIRM, prompt, (), stage, required)
 
+    def with_id(self, id: str) -> InteractionRequest:
+        """This request under another id (a copy; requests are frozen).
+
+        Spelled out rather than ``dataclasses.replace``, which inspects the fields on every
+        call and cost more than the rest of opening a prompt in the hub together.
+        """
+        return InteractionRequest(
+            id, self.kind, self.prompt, self.choices, self.stage, self.required, self.payload
+        )
+
     @classmethod
     def tool_approval(
         cls, id: str, tool: str, args: Mapping[str, Any], stage: str = ""

@@ -11,7 +11,6 @@ reads as deny.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import logging
 import math
@@ -109,7 +108,9 @@ class InteractionHub:
         self._recent: OrderedDict[str, PromptSettled] = OrderedDict()
         self._minted = 0
         self._opened = 0
-        self._counts = dict.fromkeys(Settlement, 0)
+        # One counter per Settlement; plain ints, since a dict keyed by an Enum member
+        # hashes it through a Python-level `__hash__` on every settlement.
+        self._answered = self._cancelled = self._expired = 0
 
     def set_listener(self, listener: HubListener | None) -> None:
         """Replace the change listener (``None`` removes it).
@@ -250,12 +251,11 @@ class InteractionHub:
     def stats(self) -> HubStats:
         """Return a snapshot of the counters: opened, answered, cancelled, expired, open."""
         with self._lock:
-            counts = self._counts
             return HubStats(
                 opened=self._opened,
-                answered=counts[Settlement.ANSWERED],
-                cancelled=counts[Settlement.CANCELLED],
-                expired=counts[Settlement.EXPIRED],
+                answered=self._answered,
+                cancelled=self._cancelled,
+                expired=self._expired,
                 open=len(self._open),
             )
 
@@ -270,16 +270,20 @@ class InteractionHub:
                 if request.id in self._open:
                     raise DuplicateRequestError(f"request id {request.id!r} is already open")
             else:
-                request = dataclasses.replace(request, id=self._mint(agent_id, request))
+                request = request.with_id(self._mint(agent_id, request))
             secs = self._timeout_secs
             deadline = now + secs if secs > 0 else None
             self._opened += 1
             entry = _Open(agent_id, request, now, deadline, self._opened, waiter)
             self._open[request.id] = entry
-            self._by_agent.setdefault(agent_id, {})[request.id] = None
+            ids = self._by_agent.get(agent_id)
+            if ids is None:
+                ids = self._by_agent[agent_id] = {}
+            ids[request.id] = None
             if deadline is not None:
                 heapq.heappush(self._deadlines, (deadline, entry.seq, request.id))
-            self._emit(PromptOpened(agent_id, request, now, deadline))
+            if self._listener is not None:  # no event to build for nobody
+                self._emit(PromptOpened(agent_id, request, now, deadline))
             return entry
 
     def _mint(self, agent_id: str, request: InteractionRequest) -> str:
@@ -307,7 +311,12 @@ class InteractionHub:
         del agent_ids[request_id]
         if not agent_ids:
             del self._by_agent[entry.agent_id]
-        self._counts[how] += 1
+        if how is Settlement.ANSWERED:
+            self._answered += 1
+        elif how is Settlement.CANCELLED:
+            self._cancelled += 1
+        else:
+            self._expired += 1
         event = PromptSettled(
             entry.agent_id,
             request_id,

@@ -90,7 +90,7 @@ class ToolContext:
                 "no interaction hub was given"
             )
         if not request.id:  # named here, not by the hub, so that a cancel can find it
-            request = dataclasses.replace(request, id=f"{self.call_id}-{uuid.uuid4().hex[:12]}")
+            request = request.with_id(f"{self.call_id}-{uuid.uuid4().hex[:12]}")
         request_id = request.id
 
         def withdraw(_token: CancelToken) -> None:
@@ -265,6 +265,10 @@ class ToolRegistry:
         return results
 
 
+# Output types that are JSON whatever their value (floats are not: NaN and infinity aren't).
+_PLAIN_JSON = frozenset({str, int, bool})
+
+
 def _invoke(tool: Tool, call: ToolCall, ctx: ToolContext) -> ToolResult | None:
     """Call ``tool`` and make its result; None when it stopped because its token fired."""
     try:
@@ -275,6 +279,8 @@ def _invoke(tool: Tool, call: ToolCall, ctx: ToolContext) -> ToolResult | None:
         return ToolResult(call.id, error=f"Cancelled: {exc.reason}")  # not ours: an error
     except Exception as exc:
         return ToolResult(call.id, error=f"{type(exc).__name__}: {exc}")
+    if output is None or type(output) in _PLAIN_JSON:
+        return ToolResult(call.id, output=output)  # JSON as it is: no encoder pass needed
     try:
         json.dumps(output, allow_nan=False)
     except (TypeError, ValueError) as exc:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import esper
 
 from components import InteractionRequest, Phase, StatusKind
@@ -69,7 +67,7 @@ def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
         assert isinstance(action, Ask)
         request = action.request
         if not request.id:
-            request = replace(request, id=mint(rec, "p"))
+            request = request.with_id(mint(rec, "p"))
         turn.phase, turn.inflight = Phase.AWAITING_INPUT, request.id
         add_history(state, rec, "assistant", request.prompt)
         state.effects.open_prompt(rec.id, request)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import threading
@@ -873,3 +874,19 @@ class HubMachine(RuleBasedStateMachine):
 
 HubMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
 test_the_hub_settles_every_request_exactly_once = HubMachine.TestCase
+
+
+def test_with_id_copies_every_field_of_a_request():
+    request = InteractionRequest("", InteractionKind.CHOICE, "pick", ("a", "b"), "s", False, [1])
+    copy = request.with_id("r9")
+    assert copy == dataclasses.replace(request, id="r9")
+    # with_id spells the fields out: a new field must be added there too.
+    assert [f.name for f in dataclasses.fields(InteractionRequest)] == [
+        "id",
+        "kind",
+        "prompt",
+        "choices",
+        "stage",
+        "required",
+        "payload",
+    ]
