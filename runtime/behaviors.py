@@ -29,6 +29,12 @@ class BehaviorRegistry:
         self._lock = threading.Lock()
         self._by_name: dict[str, Callable[..., Any]] = {}
         self._names: dict[Callable[..., Any], str] = {}
+        # Names found by import, both ways. A world resolves a behaviour's name on every
+        # spawn (three times: naming it, checking it, creating the agent) and an import
+        # lookup costs ~8 µs; the cache lives as long as the registry (one world), so a
+        # module reloaded later is seen by the next world.
+        self._imported: dict[str, Callable[..., Any]] = {}
+        self._imported_names: dict[Callable[..., Any], str] = {}
         self._parent = parent
 
     def register(self, name: str, fn: Callable[..., Any]) -> None:
@@ -68,8 +74,12 @@ class BehaviorRegistry:
             parent_name = self._parent.try_name_of(fn)
             if parent_name is not None:
                 return parent_name
+        with self._lock:  # after the registered names, which take precedence over imports
+            name = self._imported_names.get(fn)
+        if name is not None:
+            return name
         name = qualified_name(fn)
-        if _import(name) is not fn:
+        if self._import(name) is not fn:
             self.register(name, fn)
         return name
 
@@ -96,12 +106,24 @@ class BehaviorRegistry:
                 fn = self._parent._by_name.get(name)
             if fn is not None:
                 return fn
-        fn = _import(name)
+        with self._lock:  # after the registered names, which take precedence over imports
+            fn = self._imported.get(name)
+        if fn is None:
+            fn = self._import(name)
         if fn is None:
             raise BehaviorNotFound(
                 f"behaviour {name!r} cannot be found: register it with register_behavior()"
                 " or pass it to replay(behaviors=...)"
             )
+        return fn
+
+    def _import(self, name: str) -> Callable[..., Any] | None:
+        """Import ``name`` (``module:qualname``), remembering what it found."""
+        fn = _import(name)
+        if fn is not None:
+            with self._lock:
+                self._imported[name] = fn
+                self._imported_names.setdefault(fn, name)
         return fn
 
 
