@@ -17,16 +17,21 @@ from components import Entry
 
 from .state import AgentRecord
 
-__all__ = ["agent_digest", "agent_fields", "canonical", "chain_history", "combine"]
+__all__ = [
+    "agent_digest",
+    "agent_fields",
+    "canonical",
+    "chain_history",
+    "combine",
+    "history_hash",
+]
 
 _MOD = 1 << 128
 
 
 def canonical(value: Any) -> str:
     """The canonical JSON text of ``value`` (sorted keys, no spaces, stable floats)."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_fallback
-    )
+    return _CANONICAL.encode(value)
 
 
 def _fallback(value: Any) -> Any:
@@ -44,11 +49,34 @@ def _fallback(value: Any) -> Any:
     return f"<{type(value).__qualname__}>"
 
 
+# One encoder for every call: `json.dumps` with any non-default argument builds a new
+# JSONEncoder each time, which cost as much as encoding a small agent's fields. The text is
+# the same (dumps passes these very arguments to the encoder it makes); `encode` keeps no
+# state between calls, so sharing it across threads is safe.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_fallback
+)
+
+
 def chain_history(previous: bytes, entry: Entry) -> bytes:
     """The history hash after ``entry`` is appended to a history hashed ``previous``."""
     h = hashlib.blake2b(previous, digest_size=16)
     h.update(canonical([entry.role, entry.content]).encode())
     return h.digest()
+
+
+def history_hash(rec: AgentRecord) -> bytes:
+    """The chained hash of the agent's whole history, folding in entries added since the
+    last call (histories only grow, so the hash of a prefix stays valid)."""
+    entries = rec.history.entries
+    done = rec.hist_hashed
+    if done < len(entries):
+        value = rec.hist_hash
+        for index in range(done, len(entries)):
+            value = chain_history(value, entries[index])
+        rec.hist_hash = value
+        rec.hist_hashed = len(entries)
+    return rec.hist_hash
 
 
 def agent_fields(rec: AgentRecord) -> dict[str, Any]:
@@ -70,7 +98,7 @@ def agent_fields(rec: AgentRecord) -> dict[str, Any]:
         "deadline": turn.deadline,
         "counter": turn.counter,
         "result": rec.result,
-        "history": [len(rec.history.entries), rec.hist_hash.hex()],
+        "history": [len(rec.history.entries), history_hash(rec).hex()],
         "mailbox": list(rec.mailbox) if rec.mailbox else [],
         "prompts": sorted(rec.prompts) if rec.prompts else [],
         "children": list(rec.children) if rec.children else [],

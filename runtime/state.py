@@ -101,6 +101,7 @@ class AgentRecord:
         "fn",
         "handle",
         "hist_hash",
+        "hist_hashed",
         "history",
         "id",
         "mailbox",
@@ -143,7 +144,10 @@ class AgentRecord:
         self.result: Any = None
         self.paused_from: StatusKind | None = None
         self.children: list[str] | None = None
+        # The chained hash of the first `hist_hashed` history entries; entries are only
+        # ever appended, so the rest are folded in lazily (runtime.digest.history_hash).
         self.hist_hash = b""
+        self.hist_hashed = 0
         self.digest = 0
         self.sleep_seq = 0
 
@@ -172,7 +176,13 @@ class WorldState:
         # iteration order is deterministic whatever order esper or a set would give.
         self.ready: dict[int, AgentRecord] = {}
         self.held: dict[int, AgentRecord] = {}  # paused while they had something to do
-        self.sleepers: list[tuple[float, int, AgentRecord]] = []  # heap (deadline, seq, rec)
+        # Sleepers bucketed by deadline: a heap of distinct deadlines, and per deadline the
+        # (seq, rec) that sleep until it. Agents that sleep alike share a deadline (a
+        # simulation's agents all sleep 1 s from the same tick), so waking them pops one
+        # heap item per bucket instead of one per agent with tuple compares on ties.
+        # An entry is stale once `rec.sleep_seq != seq` (the sleep was abandoned).
+        self.sleepers: list[float] = []
+        self.sleep_buckets: dict[float, list[tuple[int, AgentRecord]]] = {}
         self.sleep_seq = 0
         self.lane_waiting: dict[int, AgentRecord] = {}  # awaiting a model or tool outcome
         self.to_abort: list[AgentRecord] = []
@@ -202,17 +212,36 @@ class WorldState:
             rec.rng = random.Random(f"{self.seed}/{rec.id}")
         return rec.rng
 
+    def add_sleeper(self, rec: AgentRecord, deadline: float) -> None:
+        """Wake ``rec`` at ``deadline`` (any earlier sleep of it becomes stale)."""
+        seq = self.sleep_seq = self.sleep_seq + 1
+        rec.sleep_seq = seq
+        bucket = self.sleep_buckets.get(deadline)
+        if bucket is None:
+            self.sleep_buckets[deadline] = [(seq, rec)]
+            heapq.heappush(self.sleepers, deadline)
+        else:
+            bucket.append((seq, rec))
+
     def wake_sleepers(self) -> None:
         """Move every sleeper whose deadline has passed to ``ready``."""
-        heap, now, ready = self.sleepers, self.now, self.ready
-        while heap and heap[0][0] <= now:
-            _deadline, seq, rec = heapq.heappop(heap)
-            if rec.sleep_seq == seq:  # else a stale entry: the sleep was abandoned
-                ready[rec.ordinal] = rec
+        heap, buckets, now, ready = self.sleepers, self.sleep_buckets, self.now, self.ready
+        while heap and heap[0] <= now:
+            for seq, rec in buckets.pop(heapq.heappop(heap)):
+                if rec.sleep_seq == seq:  # else a stale entry: the sleep was abandoned
+                    ready[rec.ordinal] = rec
 
     def next_timer(self) -> float | None:
-        """The earliest live sleep deadline, or None (drops stale heap entries)."""
-        heap = self.sleepers
-        while heap and heap[0][2].sleep_seq != heap[0][1]:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        """The earliest live sleep deadline, or None (drops stale entries)."""
+        heap, buckets = self.sleepers, self.sleep_buckets
+        while heap:
+            bucket = buckets[heap[0]]
+            seq, rec = bucket[0]
+            if rec.sleep_seq == seq:
+                return heap[0]
+            live = [entry for entry in bucket if entry[1].sleep_seq == entry[0]]
+            if live:
+                buckets[heap[0]] = live
+                return heap[0]
+            del buckets[heapq.heappop(heap)]
+        return None

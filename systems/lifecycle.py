@@ -3,7 +3,7 @@
 Every change of an agent's status or turn goes through here, so the invariants hold in one
 place: a terminal agent is never revived; a paused agent keeps PAUSED (the status it would
 have goes to ``paused_from``); every change is ``touch``ed for the digest; history changes
-go through ``add_history`` so the history hash stays current.
+go through ``add_history``, which keeps the history's hash foldable (see ``history_hash``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
 from collections import deque
 from typing import Any
 
@@ -31,7 +32,6 @@ from components import (
 )
 from runtime.actions import HistoryView, Turn
 from runtime.cancel import CancelToken, InterruptHandle
-from runtime.digest import chain_history
 from runtime.state import AgentRecord, PendingBatch, WorldState
 
 __all__ = [
@@ -59,17 +59,35 @@ def as_text(value: Any) -> str:
     """A message or output as history text: strings as they are, the rest as JSON."""
     if isinstance(value, str):
         return value
+    # Scalars the way the JSON encoder writes them, without running it (a tool's output
+    # is often a number); the encoder itself is made once (see `_TEXT`).
+    kind = type(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
     try:
-        return json.dumps(value, sort_keys=True, default=str)
+        return _TEXT.encode(value)
     except (TypeError, ValueError):
         return str(value)
 
 
+# What `json.dumps(value, sort_keys=True, default=str)` uses, made once instead of per call.
+_TEXT = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def add_history(state: WorldState, rec: AgentRecord, role: str, content: str) -> None:
-    """Append an entry to the agent's history and keep its hash current."""
-    entry = Entry(role, content)
-    rec.history.entries.append(entry)
-    rec.hist_hash = chain_history(rec.hist_hash, entry)
+    """Append an entry to the agent's history.
+
+    The history's hash is not updated here: ``runtime.digest.history_hash`` folds the new
+    entries in when a digest needs it. A world that tracks no digests (the default) then
+    never pays for canonical JSON and blake2b per entry on the hot path.
+    """
+    rec.history.entries.append(Entry(role, content))
     state.touch(rec)
 
 

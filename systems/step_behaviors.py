@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
-
 import esper
 
 from components import Phase, StatusKind
@@ -23,7 +21,7 @@ class StepBehaviors(esper.Processor):
     this tick. Touches only the ready set (plus sleepers now due), in spawn order."""
 
     def process(self, state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
-        if state.sleepers and state.sleepers[0][0] <= state.now:
+        if state.sleepers and state.sleepers[0] <= state.now:
             state.wake_sleepers()
         ready = state.ready
         if not ready:
@@ -32,7 +30,8 @@ class StepBehaviors(esper.Processor):
         now = state.now
         dirty = state.dirty
         dispatch = state.to_dispatch
-        heap = state.sleepers
+        buckets = state.sleep_buckets
+        add_sleeper = state.add_sleeper
         held = state.held
         paused, ready_phase, sleeping = StatusKind.PAUSED, Phase.READY, Phase.SLEEPING
         stepped = 0
@@ -71,9 +70,13 @@ class StepBehaviors(esper.Processor):
                         next_ready[ordinal] = rec
                     else:
                         deadline = turn.deadline = now + seconds
-                        seq = state.sleep_seq = state.sleep_seq + 1
-                        rec.sleep_seq = seq
-                        heapq.heappush(heap, (deadline, seq, rec))
+                        bucket = buckets.get(deadline)
+                        if bucket is None:
+                            add_sleeper(rec, deadline)  # a new deadline: onto the heap
+                        else:  # inlined add_sleeper: the common case, per agent
+                            seq = state.sleep_seq = state.sleep_seq + 1
+                            rec.sleep_seq = seq
+                            bucket.append((seq, rec))
                 elif cls in _WORK:
                     turn.phase = Phase.READY  # DispatchWork sets the awaiting phase
                     dispatch.append((rec, action))
