@@ -175,7 +175,9 @@ class WorldState:
         # Per-phase index sets, keyed by ordinal (spawn order) so that sorting is cheap and
         # iteration order is deterministic whatever order esper or a set would give.
         self.ready: dict[int, AgentRecord] = {}
-        self.held: dict[int, AgentRecord] = {}  # paused while they had something to do
+        # Paused while they had something to do. Invariant: a paused agent is in `held`,
+        # never in `ready` (pausing moves it; `make_ready` and waking sleepers honour it).
+        self.held: dict[int, AgentRecord] = {}
         # Sleepers bucketed by deadline: a heap of distinct deadlines, and per deadline the
         # (seq, rec) that sleep until it. Agents that sleep alike share a deadline (a
         # simulation's agents all sleep 1 s from the same tick), so waking them pops one
@@ -226,10 +228,21 @@ class WorldState:
     def wake_sleepers(self) -> None:
         """Move every sleeper whose deadline has passed to ``ready``."""
         heap, buckets, now, ready = self.sleepers, self.sleep_buckets, self.now, self.ready
+        paused = StatusKind.PAUSED
         while heap and heap[0] <= now:
             for seq, rec in buckets.pop(heapq.heappop(heap)):
                 if rec.sleep_seq == seq:  # else a stale entry: the sleep was abandoned
-                    ready[rec.ordinal] = rec
+                    (self.held if rec.status.kind is paused else ready)[rec.ordinal] = rec
+
+    def make_ready(self, rec: AgentRecord) -> None:
+        """Queue ``rec`` to step next (held instead while it is paused).
+
+        Invariant: a paused agent is never in ``ready``, so the step loop need not ask.
+        """
+        if rec.status.kind is StatusKind.PAUSED:
+            self.held[rec.ordinal] = rec
+        else:
+            self.ready[rec.ordinal] = rec
 
     def next_timer(self) -> float | None:
         """The earliest live sleep deadline, or None (drops stale entries)."""

@@ -72,6 +72,9 @@ def _pause(state: WorldState, rec: AgentRecord, item: PauseAgent) -> None:
         return
     rec.paused_from = status.kind
     status.kind, status.reason, status.message = StatusKind.PAUSED, None, ""
+    waiting_to_step = state.ready.pop(rec.ordinal, None)
+    if waiting_to_step is not None:
+        state.held[rec.ordinal] = waiting_to_step  # keeps `ready` free of paused agents
     state.touch(rec)
 
 

@@ -240,7 +240,7 @@ def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
         return
     turn.behavior = gen
     turn.phase = Phase.READY
-    state.ready[rec.ordinal] = rec
+    state.make_ready(rec)
     set_active(rec)
 
 
@@ -333,7 +333,7 @@ def resume_with(state: WorldState, rec: AgentRecord, value: Any) -> None:
     turn.pending = None
     turn.deadline = None
     state.lane_waiting.pop(rec.ordinal, None)
-    state.ready[rec.ordinal] = rec
+    state.make_ready(rec)
     set_active(rec)
     state.touch(rec)
 

@@ -32,35 +32,42 @@ class StepBehaviors(esper.Processor):
         dispatch = state.to_dispatch
         buckets = state.sleep_buckets
         add_sleeper = state.add_sleeper
-        held = state.held
-        paused, ready_phase, sleeping = StatusKind.PAUSED, Phase.READY, Phase.SLEEPING
-        stepped = 0
+        ready_phase, sleeping = Phase.READY, Phase.SLEEPING
+        throw = Throw
+        # Everything looked at here may change; one C-level update marks the whole batch
+        # for the digest instead of one dict store per agent.
+        dirty.update(ready)
+        skipped = 0
         # The inner loop of the runtime: kept flat and in one function on purpose, since
-        # every attribute lookup here is paid once per agent per tick.
-        for ordinal in sorted(ready):
-            rec = ready[ordinal]
+        # every attribute lookup here is paid once per agent per tick. It walks the ready
+        # set in insertion order, not sorted: every insertion happens on the tick thread in
+        # an order fixed by the inputs and their ticks, so a replay walks it in the same
+        # order, and not sorting saves a list and a lookup per agent.
+        # No pause check: a paused agent is never in `ready` (see WorldState.held).
+        for ordinal, rec in ready.items():
             turn = rec.turn
             try:
-                if rec.status.kind is paused:
-                    held[ordinal] = rec  # applied on resume
-                    continue
                 phase = turn.phase
                 if phase is not ready_phase and phase is not sleeping:
+                    skipped += 1
                     continue  # readiness went stale (interrupted, cancelled)
                 value = turn.send_value
-                turn.send_value = None
-                gen = turn.behavior
-                assert gen is not None
                 try:
-                    action = gen.throw(value.error) if value.__class__ is Throw else gen.send(value)
+                    if value is None:
+                        action = turn.behavior.send(None)  # type: ignore[union-attr]
+                    else:
+                        turn.send_value = None
+                        gen = turn.behavior
+                        assert gen is not None
+                        action = (
+                            gen.throw(value.error) if value.__class__ is throw else gen.send(value)
+                        )
                 except StopIteration as stop:
                     end_turn(state, rec, stop.value)
                     continue
                 except Exception as exc:
                     finish(state, rec, StatusKind.ERROR, describe(exc))
                     continue
-                stepped += 1
-                dirty[ordinal] = rec
                 cls = action.__class__
                 if cls is Sleep:
                     turn.phase = sleeping
@@ -94,6 +101,7 @@ class StepBehaviors(esper.Processor):
                     finish(state, rec, StatusKind.ERROR, message)
             except Exception as exc:
                 finish(state, rec, StatusKind.ERROR, f"StepBehaviors: {describe(exc)}")
+        stepped = len(ready) - skipped  # behaviours advanced (or ended) this tick
         state.stepped += stepped
         state.changed_this_tick += stepped
 

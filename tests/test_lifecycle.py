@@ -159,3 +159,27 @@ def test_a_behaviour_raising_when_closed_is_contained(make_world):
     world.run_until_idle()
     assert world.status(agent).kind is StatusKind.IDLE
     assert world.result(other) == "rested"
+
+
+def test_an_agent_paused_while_queued_to_step_does_not_step_until_resumed(make_world):
+    steps: list[int] = []
+
+    def ticker(turn):
+        while True:
+            steps.append(turn.generation)
+            yield Sleep(0)  # ready again next tick
+
+    world = make_world()
+    agent = world.spawn(ticker)
+    for _ in range(3):
+        world.tick()
+    assert len(steps) == 3  # one step per tick, the first in the spawn's tick
+    world.pause(agent)
+    for _ in range(5):
+        world.tick()
+    assert len(steps) == 3
+    assert world._state.ready == {}
+    world.resume(agent)
+    world.tick()
+    world.tick()
+    assert len(steps) == 5
