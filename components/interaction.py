@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._frozen import fast_frozen_init
+
 __all__ = [
     "InteractionKind",
     "InteractionRequest",
@@ -27,6 +29,7 @@ class InteractionKind(enum.Enum):
     TOOL_APPROVAL = "tool_approval"
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class InteractionRequest:
     """A question for a person. An empty ``id`` lets the hub mint one.
@@ -101,6 +104,7 @@ class InteractionRequest:
         )
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class InteractionResponse:
     """An answer to a prompt. The neutral response (timeout, cancel, expiry) is
@@ -146,6 +150,7 @@ class Settlement(enum.Enum):
     EXPIRED = "expired"
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class PromptOpened:
     """Hub change event: ``request`` from ``agent_id`` joined the open set at ``at``."""
@@ -156,6 +161,7 @@ class PromptOpened:
     deadline: float | None = None
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class PromptSettled:
     """Hub change event: a prompt left the open set, ``how`` and with which ``response``.

@@ -15,7 +15,6 @@ import heapq
 import logging
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -105,7 +104,7 @@ class InteractionHub:
         self._by_agent: dict[str, dict[str, None]] = {}
         # Items (deadline, seq, request id); an item is stale once its request settled.
         self._deadlines: list[tuple[float, int, str]] = []
-        self._recent: OrderedDict[str, PromptSettled] = OrderedDict()
+        self._recent: dict[str, PromptSettled] = {}  # oldest first (insertion order)
         self._minted = 0
         self._opened = 0
         # One counter per Settlement; plain ints, since a dict keyed by an Enum member
@@ -290,7 +289,7 @@ class InteractionHub:
         """Mint the next free id; called under the lock."""
         while True:
             self._minted += 1
-            minted = f"{agent_id}-{request.kind.value}-{self._minted}"
+            minted = f"{agent_id}-{request.kind._value_}-{self._minted}"  # not .value: a property
             # Skip an id a caller chose by hand, rather than refuse a request without one.
             if minted not in self._open:
                 return minted
@@ -404,7 +403,7 @@ class InteractionHub:
         recent.pop(event.request_id, None)
         recent[event.request_id] = event
         if len(recent) > _RECENT_SETTLEMENTS:
-            recent.popitem(last=False)
+            del recent[next(iter(recent))]
 
     def _emit(self, event: HubEvent) -> None:
         """Report ``event`` to the listener, under the lock; a failing listener is logged."""
