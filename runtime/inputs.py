@@ -101,7 +101,7 @@ class Inbox:
     across ticks too. Only the tick thread drains.
     """
 
-    __slots__ = ("_arrived", "_held", "_last", "_next", "_numbers", "_wake")
+    __slots__ = ("_arrived", "_held", "_next", "_numbers", "_wake")
 
     def __init__(self, wake: Wake | None = None) -> None:
         self._numbers = itertools.count(1)
@@ -109,14 +109,12 @@ class Inbox:
         # Drained but held back behind a missing number (tick thread only), sorted.
         self._held: list[tuple[int, object]] = []
         self._next = 1  # the number the next drained input must have (tick thread only)
-        self._last = 0
         self._wake = wake
 
     def put(self, item: object) -> int:
         """Queue ``item`` and return its sequence number. Safe from any thread."""
         seq = next(self._numbers)
         self._arrived.append((seq, item))
-        self._last = max(self._last, seq)  # a statistic: may lag a racing put by one
         if self._wake is not None:
             self._wake.notify()
         return seq
@@ -148,11 +146,6 @@ class Inbox:
 
     def __len__(self) -> int:
         return len(self._arrived) + len(self._held)
-
-    @property
-    def last_seq(self) -> int:
-        """The sequence number of the last input put."""
-        return self._last
 
 
 def _seq_of(entry: tuple[int, object]) -> int:
