@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from components import ToolResult
 from runtime import CancelToken, ToolJob, ToolLane, Wake
-from runtime.inputs import Inbox
+from runtime.world.inputs import Inbox
 
 from .harness import BENCHMARKS, Context, Result, benchmark, interleave, paired_result
 from .peers.raw_pool import run_jobs

@@ -21,16 +21,12 @@ from components import (
     WaitReason,
     response_approved,
 )
-
-from ._tool_backend import BackendInfo
-from ._version import __version__
-from .actions import Action, Ask, Behavior, CallTools, Join, Sleep, Spawn, Think, Turn
-from .behaviors import BehaviorRegistry, behavior, register_behavior
-from .cancel import Cancelled, CancelToken, InterruptHandle
-from .clock import Clock, ManualClock, MonotonicClock
-from .cluster import DaskBackend
-from .control import ControlClient
-from .errors import (
+from runtime._version import __version__
+from runtime.cancel import Cancelled, CancelToken, InterruptHandle
+from runtime.clock import Clock, ManualClock, MonotonicClock
+from runtime.cluster import DaskBackend
+from runtime.control import ControlClient
+from runtime.errors import (
     BehaviorNotFound,
     ConfigError,
     ControlError,
@@ -45,16 +41,30 @@ from .errors import (
     UnknownAgentError,
     WorldClosedError,
 )
-from .hub import HubStats, InteractionHub
-from .journal import Journal, JournalReader
-from .lane import ToolJob, ToolLane, ToolOutcome, off_lane
-from .models import Model, ModelReply, ModelRequest, ScriptedModel
-from .process import ProcessEnd, ProcessResult, run_process
-from .replay import ReplayReport, replay
-from .scenario import Scenario, load_scenario
-from .tools import AskUserTool, ShellTool, SleepTool, Tool, ToolContext, ToolRegistry
-from .wake import Wake
-from .world import TickReport, World
+from runtime.hub import HubStats, InteractionHub
+from runtime.journal import Journal, JournalReader, ReplayReport, replay
+from runtime.lane import BackendInfo, ToolJob, ToolLane, ToolOutcome, off_lane
+from runtime.models import Model, ModelReply, ModelRequest, ScriptedModel
+from runtime.process import ProcessEnd, ProcessResult, run_process
+from runtime.scenario import Scenario, load_scenario
+from runtime.tools import AskUserTool, ShellTool, SleepTool, Tool, ToolContext, ToolRegistry
+from runtime.wake import Wake
+from runtime.world import (
+    Action,
+    Ask,
+    Behavior,
+    BehaviorRegistry,
+    CallTools,
+    Join,
+    Sleep,
+    Spawn,
+    Think,
+    TickReport,
+    Turn,
+    World,
+    behavior,
+    register_behavior,
+)
 
 __all__ = [
     "Action",

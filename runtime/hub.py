@@ -26,11 +26,10 @@ from components.interaction import (
     PromptSettled,
     Settlement,
 )
-
-from .clock import Clock, MonotonicClock
-from .errors import ConfigError, DuplicateRequestError
-from .lane import off_lane
-from .wake import Wake
+from runtime.clock import Clock, MonotonicClock
+from runtime.errors import ConfigError, DuplicateRequestError
+from runtime.lane.parking import off_lane
+from runtime.wake import Wake
 
 __all__ = ["HubEvent", "HubListener", "HubStats", "InteractionHub"]
 

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .cancel import CancelToken
+from runtime.cancel import CancelToken
 
 __all__ = ["ProcessEnd", "ProcessResult", "run_process"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import esper
 
 from components import StatusKind
-from runtime.state import WorldState
+from runtime.world.state import WorldState
 
 from .lifecycle import finish
 

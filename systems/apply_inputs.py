@@ -8,7 +8,7 @@ from typing import Any
 import esper
 
 from components import StatusKind
-from runtime.inputs import (
+from runtime.world.inputs import (
     CancelAgent,
     InterruptAgent,
     PauseAgent,
@@ -16,7 +16,7 @@ from runtime.inputs import (
     SendMessage,
     SpawnAgent,
 )
-from runtime.state import AgentRecord, WorldState
+from runtime.world.state import AgentRecord, WorldState
 
 from .lifecycle import create_agent, derive_status, describe, finish, queue_message
 

@@ -16,10 +16,10 @@ from components import (
     response_approved,
 )
 from runtime import errors
-from runtime.inputs import EffectFailed
-from runtime.lane import ToolOutcome
-from runtime.models import ModelReply
-from runtime.state import AgentRecord, PendingBatch, Throw, WorldState
+from runtime.lane.jobs import ToolOutcome
+from runtime.models.base import ModelReply
+from runtime.world.inputs import EffectFailed
+from runtime.world.state import AgentRecord, PendingBatch, Throw, WorldState
 
 from .dispatch_work import launch_tools
 from .lifecycle import add_history, as_text, describe, finish, record_tool_results, resume_with

@@ -5,9 +5,9 @@ from __future__ import annotations
 import esper
 
 from components import InteractionRequest, Phase, StatusKind
-from runtime.actions import Action, Ask, CallTools, Think
-from runtime.models import ModelRequest
-from runtime.state import AgentRecord, PendingBatch, WorldState
+from runtime.models.base import ModelRequest
+from runtime.world.actions import Action, Ask, CallTools, Think
+from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
 from .lifecycle import add_history, describe, finish, mint, resume_with, turn_token
 

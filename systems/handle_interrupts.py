@@ -5,7 +5,7 @@ from __future__ import annotations
 import esper
 
 from components import Phase, StatusKind, ToolResult
-from runtime.state import AgentRecord, PendingBatch, WorldState
+from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
 from .lifecycle import abandon_turn, add_history, describe, finish, record_tool_results
 

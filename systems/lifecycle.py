@@ -30,9 +30,9 @@ from components import (
     TurnState,
     WaitReason,
 )
-from runtime.actions import HistoryView, Turn
 from runtime.cancel import CancelToken, InterruptHandle
-from runtime.state import AgentRecord, PendingBatch, WorldState
+from runtime.world.actions import HistoryView, Turn
+from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
 __all__ = [
     "abandon_turn",
@@ -83,7 +83,7 @@ _TEXT = json.JSONEncoder(sort_keys=True, default=str)
 def add_history(state: WorldState, rec: AgentRecord, role: str, content: str) -> None:
     """Append an entry to the agent's history.
 
-    The history's hash is not updated here: ``runtime.digest.history_hash`` folds the new
+    The history's hash is not updated here: ``runtime.world.digest.history_hash`` folds the new
     entries in when a digest needs it. A world that tracks no digests (the default) then
     never pays for canonical JSON and blake2b per entry on the hot path.
     """

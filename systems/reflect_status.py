@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import esper
 
-from runtime.state import WorldState
+from runtime.world.state import WorldState
 
 from .lifecycle import reflect
 

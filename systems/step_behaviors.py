@@ -5,9 +5,9 @@ from __future__ import annotations
 import esper
 
 from components import Phase, StatusKind
-from runtime.actions import Ask, CallTools, Join, Sleep, Spawn, Think
 from runtime.errors import UnknownAgentError
-from runtime.state import AgentRecord, Throw, WorldState
+from runtime.world.actions import Ask, CallTools, Join, Sleep, Spawn, Think
+from runtime.world.state import AgentRecord, Throw, WorldState
 
 from .lifecycle import await_children, create_agent, describe, end_turn, finish, resume_with
 

@@ -23,10 +23,10 @@ from components.interaction import (
     Settlement,
     response_approved,
 )
-from runtime import lane
 from runtime.clock import ManualClock, MonotonicClock
 from runtime.errors import DuplicateRequestError
 from runtime.hub import HubEvent, HubStats, InteractionHub
+from runtime.lane import parking
 from runtime.wake import Wake
 
 WAIT = 5.0  # the longest any wait in these tests may take before it counts as a hang
@@ -641,11 +641,11 @@ class FakeSlot:
 def ask_in_a_lane_job(hub: InteractionHub, slot: FakeSlot, request_id: str) -> Asker:
     class LaneAsker(Asker):
         def _run(self) -> None:
-            lane._current.slot = slot
+            parking.current.slot = slot
             try:
                 super()._run()
             finally:
-                del lane._current.slot
+                del parking.current.slot
 
     return LaneAsker(hub, "a", text(request_id))
 

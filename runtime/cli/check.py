@@ -1,0 +1,93 @@
+"""The ``tickwork`` commands that check something: ``replay`` a journal, ``validate`` scenarios."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from runtime.errors import ReplayDivergence, ScenarioError
+from runtime.journal import replay
+from runtime.scenario import Scenario, load_scenario
+
+__all__ = ["cmd_replay", "cmd_validate"]
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """``tickwork replay``: replay a journal and report whether every tick matched."""
+    console = Console(stderr=True)
+    show = not args.quiet and console.is_terminal
+    progress = Progress(
+        TextColumn("replaying"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("ticks"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+    task = progress.add_task("replay", total=None)
+    update: Callable[[int, int], None] = lambda done, total: progress.update(  # noqa: E731
+        task, completed=done, total=total
+    )
+    try:
+        with progress if show else contextlib.nullcontext():
+            report = replay(args.journal, progress=update if show else None)
+    except ReplayDivergence as exc:
+        print(f"tickwork: replay of {args.journal} diverged\n{exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"match": True, **_report_data(report)}, indent=2))
+    else:
+        print(
+            f"replay matched: {report.ticks} ticks, {report.inputs} inputs, {report.agents}"
+            f" agents in {report.wall_time:.2f} s ({args.journal})"
+        )
+    return 0
+
+
+def _report_data(report: Any) -> dict[str, Any]:
+    return {
+        "ticks": report.ticks,
+        "inputs": report.inputs,
+        "agents": report.agents,
+        "wall_secs": report.wall_time,
+        "journal": report.path,
+    }
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """``tickwork validate``: check scenarios and report every problem; nothing runs."""
+    problems: list[str] = []
+    for path in args.scenarios:
+        try:
+            scenario = load_scenario(path)
+        except ScenarioError as exc:
+            problems.extend(exc.problems)
+            continue
+        print(f"{path}: ok ({_describe(scenario)})")
+    if problems:
+        raise ScenarioError(problems)
+    return 0
+
+
+def _describe(scenario: Scenario) -> str:
+    parts = [
+        f"{_count(scenario.agent_count, 'agent')} in {_count(len(scenario.agents), 'group')}",
+        f"{_count(len(scenario.tools), 'tool')}, {_count(len(scenario.models), 'model')}",
+    ]
+    op = scenario.operator
+    if op is not None:
+        parts.append(f"operator: {op.policy} after {op.delay:g} s")
+    parts.append(f"{scenario.world.clock} clock")
+    return "; ".join(parts)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -1,0 +1,199 @@
+"""The ``tickwork`` commands that talk to a running ``serve``: ps, respond, send, and steering."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from runtime.control import ControlClient
+from runtime.errors import ConfigError, ControlError
+
+__all__ = ["add_control_commands"]
+
+_STEERING = {
+    "interrupt": ("abandon an agent's current turn (it keeps its history)", "interrupted"),
+    "pause": ("stop stepping an agent until resume", "paused"),
+    "resume": ("undo pause", "resumed"),
+    "cancel": ("end an agent for good", "cancelled"),
+}
+_YES = ("y", "yes", "approve", "approved", "true")
+_NO = ("n", "no", "deny", "denied", "false")
+
+
+def add_control_commands(sub: Any, state_dir: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add ps, respond, send, interrupt, pause, resume, cancel and watch to ``sub``."""
+    ps = sub.add_parser("ps", help="list the agents of a running serve")
+    ps.add_argument("--json", action="store_true", help="print JSON")
+    state_dir(ps)
+    ps.set_defaults(func=cmd_ps)
+
+    respond = sub.add_parser("respond", help="answer a prompt (no ID: list open prompts)")
+    respond.add_argument("id", nargs="?", metavar="ID", help="a prompt id, or an agent id")
+    respond.add_argument("value", nargs="?", metavar="VALUE", help="the answer's text")
+    how = respond.add_mutually_exclusive_group()
+    how.add_argument("--choice", type=int, metavar="N", help="pick choice N (from 0)")
+    how.add_argument("--approve", action="store_true", help="approve (tool approvals, yes/no)")
+    how.add_argument("--deny", action="store_true", help="deny (tool approvals, yes/no)")
+    respond.add_argument("--json", action="store_true", help="print JSON")
+    state_dir(respond)
+    respond.set_defaults(func=cmd_respond)
+
+    send = sub.add_parser("send", help="give an agent its next message")
+    send.add_argument("agent", metavar="AGENT")
+    send.add_argument("text", metavar="TEXT")
+    state_dir(send)
+    send.set_defaults(func=cmd_send)
+
+    for op, (text, _) in _STEERING.items():
+        cmd = sub.add_parser(op, help=text)
+        cmd.add_argument("agent", metavar="AGENT")
+        state_dir(cmd)
+        cmd.set_defaults(func=cmd_steer, op=op)
+
+    watch = sub.add_parser("watch", help="print events of a running serve as they happen")
+    watch.add_argument("--json", action="store_true", help="one JSON event per line")
+    state_dir(watch)
+    watch.set_defaults(func=cmd_watch)
+
+
+def _client(args: argparse.Namespace) -> ControlClient:
+    return ControlClient(args.state_dir)
+
+
+def cmd_ps(args: argparse.Namespace) -> int:
+    """``tickwork ps``: the agents of a running serve and their status."""
+    with _client(args) as client:
+        agents = client.request("agents")["agents"]
+        prompts = client.request("prompts")["prompts"]
+        stats = client.request("stats")
+    if args.json:
+        print(json.dumps({"agents": agents, "prompts": prompts, "tick": stats["tick"]}, indent=2))
+        return 0
+    waiting = {p["agent"]: p["id"] for p in prompts}
+    table = Table("AGENT", "STATUS", "DETAIL", box=None, pad_edge=False)
+    for agent in agents:
+        detail = agent["message"] or agent["reason"] or ""
+        if agent["status"] == "complete" or (agent["status"] == "idle" and agent["result"]):
+            detail = _short(agent["result"])
+        if agent["id"] in waiting:
+            detail = f"prompt {waiting[agent['id']]}"
+        table.add_row(agent["id"], agent["status"], detail)
+    console = Console()
+    console.print(table)
+    console.print(
+        f"{len(agents)} agents, {len(prompts)} open prompt{'' if len(prompts) == 1 else 's'},"
+        f" tick {stats['tick']}",
+        highlight=False,
+    )
+    return 0
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def cmd_respond(args: argparse.Namespace) -> int:
+    """``tickwork respond``: answer a prompt, or list the open ones."""
+    with _client(args) as client:
+        prompts = client.request("prompts")["prompts"]
+        if args.id is None:
+            return _list_prompts(prompts, args.json)
+        prompt = _find_prompt(prompts, args.id)
+        fields = _answer_fields(prompt, args)
+        reply = client.request("answer", request_id=prompt["id"], **fields)
+    if args.json:
+        print(json.dumps(reply))
+    else:
+        print(f"answered {reply['answered']} ({reply['agent']})")
+    return 0
+
+
+def _list_prompts(prompts: list[dict[str, Any]], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(prompts, indent=2))
+        return 0
+    if not prompts:
+        print("no open prompts")
+        return 0
+    table = Table("ID", "AGENT", "KIND", "PROMPT", box=None, pad_edge=False)
+    for p in prompts:
+        choices = "".join(f"\n  {n}: {c}" for n, c in enumerate(p["choices"]))
+        table.add_row(p["id"], p["agent"], p["kind"], p["prompt"] + choices)
+    Console().print(table)
+    return 0
+
+
+def _find_prompt(prompts: list[dict[str, Any]], wanted: str) -> dict[str, Any]:
+    for prompt in prompts:
+        if prompt["id"] == wanted:
+            return prompt
+    mine = [p for p in prompts if p["agent"] == wanted]
+    if len(mine) == 1:
+        return mine[0]
+    if mine:
+        ids = ", ".join(p["id"] for p in mine)
+        raise ControlError(f"agent {wanted!r} has {len(mine)} open prompts ({ids}): name one")
+    raise ControlError(f"no open prompt {wanted!r} (list them with `tickwork respond`)")
+
+
+def _answer_fields(prompt: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The answer ``args`` give ``prompt``: a VALUE that names a choice or says yes/no counts."""
+    value: str | None = args.value
+    if args.approve or args.deny:
+        return {"approved": bool(args.approve), "value": value or ""}
+    if args.choice is not None:
+        return {"choice": args.choice}
+    if value is None:
+        raise ConfigError(
+            f"prompt {prompt['id']!r} needs an answer:"
+            " give a VALUE, --choice N, --approve or --deny"
+        )
+    if prompt["kind"] == "choice":
+        if value in prompt["choices"]:
+            return {"choice": prompt["choices"].index(value), "value": value}
+        if value.isdigit() and int(value) < len(prompt["choices"]):
+            return {"choice": int(value)}
+        choices = ", ".join(repr(c) for c in prompt["choices"])
+        raise ConfigError(f"{value!r} is not one of the choices of {prompt['id']!r}: {choices}")
+    if prompt["kind"] in ("confirm", "tool_approval"):
+        if value.lower() in _YES + _NO:
+            return {"approved": value.lower() in _YES, "value": value}
+        raise ConfigError(f"prompt {prompt['id']!r} wants yes or no, got {value!r}")
+    return {"value": value}
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    """``tickwork send``: give an agent its next message."""
+    with _client(args) as client:
+        client.request("send", agent=args.agent, text=args.text)
+    print(f"sent to {args.agent}")
+    return 0
+
+
+def cmd_steer(args: argparse.Namespace) -> int:
+    """``tickwork interrupt|pause|resume|cancel AGENT``."""
+    with _client(args) as client:
+        client.request(args.op, agent=args.agent)
+    print(f"{_STEERING[args.op][1]} {args.agent}")
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """``tickwork watch``: print the inputs a running serve applies, as they happen."""
+    with _client(args) as client:
+        for event in client.subscribe():
+            if args.json:
+                print(json.dumps(event), flush=True)
+            elif event.get("event") == "input":
+                data = event["data"]
+                agent = data.get("agent_id", "")
+                print(f"tick {event['tick']:>6}  {event['kind']:<16} {agent}", flush=True)
+            else:
+                print(f"-- {event.get('event')}: {event.get('error', '')}".rstrip(": "), flush=True)
+    return 0

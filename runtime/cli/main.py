@@ -1,0 +1,125 @@
+"""The ``tickwork`` command.
+
+Exit status: 0 done; 1 a run-time failure (a replay diverged, the control channel refused
+or is unreachable); 2 a usage, scenario or journal error (nothing was run); 130 ``run``
+stopped by Ctrl-C. Errors are one line each on stderr, never a traceback
+(``TICKWORK_DEBUG=1`` shows one for an unexpected error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from runtime._version import __version__
+from runtime.errors import BehaviorNotFound, ConfigError, JournalError, ScenarioError, TickworkError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``tickwork`` command."""
+    from runtime.cli.check import cmd_replay, cmd_validate
+    from runtime.cli.control import add_control_commands
+    from runtime.cli.run import cmd_run
+    from runtime.cli.serve import cmd_serve
+
+    parser = argparse.ArgumentParser(
+        prog="tickwork",
+        description="Run many agents tick by tick: scenarios, replays and a control channel.",
+    )
+    parser.add_argument("--version", action="version", version=f"tickwork {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a scenario to the end with a live view and a summary")
+    run.add_argument("scenario", metavar="SCENARIO", help="a scenario file (.toml)")
+    run.add_argument("--journal", metavar="FILE", help="record the run to a new journal FILE")
+    run.add_argument("--ticks", type=_positive, metavar="N", help="stop after N ticks")
+    run.add_argument("--quiet", action="store_true", help="no live view")
+    run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.set_defaults(func=cmd_run)
+
+    serve = sub.add_parser("serve", help="run a scenario with the control channel open")
+    serve.add_argument("scenario", metavar="SCENARIO", help="a scenario file (.toml)")
+    serve.add_argument("--journal", metavar="FILE", help="record the run to a new journal FILE")
+    _state_dir(serve)
+    serve.add_argument("--quiet", action="store_true", help="do not print prompts as they open")
+    serve.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    serve.set_defaults(func=cmd_serve)
+
+    check = sub.add_parser("validate", help="check scenarios and list every problem")
+    check.add_argument("scenarios", nargs="+", metavar="SCENARIO")
+    check.set_defaults(func=cmd_validate)
+
+    rep = sub.add_parser("replay", help="replay a journal and check every tick")
+    rep.add_argument("journal", metavar="JOURNAL")
+    rep.add_argument("--quiet", action="store_true", help="no progress bar")
+    rep.add_argument("--json", action="store_true", help="print the report as JSON")
+    rep.set_defaults(func=cmd_replay)
+
+    add_control_commands(sub, _state_dir)
+    return parser
+
+
+def _state_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where the control socket and token live"
+        " (default: $TICKWORK_STATE_DIR, else $XDG_RUNTIME_DIR/tickwork, else a per-user temp dir)",
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tickwork`` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        status: int = args.func(args)
+        return status
+    except ScenarioError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        count = len(exc.problems)
+        plural = "s" if count > 1 else ""
+        print(f"tickwork: {count} problem{plural}; nothing was run", file=sys.stderr)
+        return 2
+    except (ConfigError, JournalError, BehaviorNotFound) as exc:
+        _error(str(exc))
+        return 2
+    except TickworkError as exc:
+        _error(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 1  # the reader went away (`tickwork ps | head`): nothing to tell
+    except Exception as exc:
+        if os.environ.get("TICKWORK_DEBUG"):
+            raise
+        _error(f"internal error: {type(exc).__name__}: {exc} (TICKWORK_DEBUG=1 shows where)")
+        return 70
+
+
+def _error(message: str) -> None:
+    print(f"tickwork: error: {message}", file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

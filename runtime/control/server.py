@@ -1,0 +1,350 @@
+"""The control server: newline-delimited JSON over a Unix socket, one thread per client.
+
+Every request is one JSON object on one line and carries the token from the state dir's
+token file; every reply is one JSON object on one line, ``{"ok": true, ...}`` or
+``{"ok": false, "code": ..., "error": ...}``. A bad request gets an error reply and the
+server goes on serving everyone else: malformed JSON, an unknown op or a missing field keep
+the connection; a wrong token or a line over ``MAX_LINE`` bytes closes it. The token is
+checked before anything else is looked at, so an unauthorised request never acts, and is
+compared in constant time. Everything a request does goes through the world's thread-safe
+API (commands, hub, reads that take whole ticks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import logging
+import os
+import queue
+import secrets
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from runtime.control.ops import OPS, Refused, error_reply
+from runtime.control.state_dir import StateDir
+from runtime.errors import ControlError, TickworkError, UnknownAgentError, WorldClosedError
+from runtime.journal.codec import encode_input
+from runtime.world import TickReport, World
+
+__all__ = ["MAX_CLIENTS", "MAX_LINE", "ControlServer", "StateDir"]
+
+log = logging.getLogger("tickwork.control")
+
+MAX_LINE = 64 * 1024
+"""The longest request line accepted, in bytes (the newline not counted)."""
+MAX_CLIENTS = 32
+"""Connections served at once; one more gets a ``busy`` reply and is closed."""
+_SUBSCRIBER_BACKLOG = 10_000
+
+
+class ControlServer:
+    """Serves the control channel of ``world`` from ``state_dir`` until ``close()``.
+
+    ``stats`` adds fields to the ``stats`` reply (a run's latencies, say).
+    """
+
+    def __init__(
+        self,
+        world: World,
+        state_dir: StateDir | str | os.PathLike[str],
+        *,
+        stats: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        self.world = world
+        self.state = state_dir if isinstance(state_dir, StateDir) else StateDir(state_dir)
+        self._stats = stats
+        self._token = ""
+        self._owns_lock = False
+        self._listener: socket.socket | None = None
+        self._closing = threading.Event()
+        self._clients_lock = threading.Lock()
+        self._clients: set[socket.socket] = set()
+        self._subscribers: set[_Subscriber] = set()
+        self._threads: list[threading.Thread] = []
+        self.refused = 0  # requests that got an error reply (for tests and stats)
+
+    def start(self) -> None:
+        """Take the state dir's lock, write the token, open the socket and start serving.
+
+        Raises:
+            ControlError: another server holds the state dir, or it cannot be set up.
+        """
+        self.state.prepare()
+        if not self.state.held:
+            self.state.acquire()
+            self._owns_lock = True
+        try:
+            self._token = secrets.token_hex(32)
+            self._write_token()
+            self._listener = self._bind()
+        except BaseException:
+            self._release()
+            raise
+        self.world.observe(self._on_tick)
+        accept = threading.Thread(target=self._accept_loop, name="tickwork-control", daemon=True)
+        accept.start()
+        self._threads.append(accept)
+
+    def _write_token(self) -> None:
+        path = self.state.token
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, (self._token + "\n").encode())
+        finally:
+            os.close(fd)
+
+    def _bind(self) -> socket.socket:
+        path = self.state.socket
+        path.unlink(missing_ok=True)  # a stale socket: we hold the lock, so nobody serves it
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # the socket is born 0600: no window where others can connect
+        try:
+            sock.bind(str(path))
+        except OSError as exc:
+            sock.close()
+            raise ControlError(f"cannot open control socket {str(path)!r}: {exc}") from exc
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        sock.listen(socket.SOMAXCONN)
+        sock.settimeout(0.2)  # accept wakes up to notice close()
+        return sock
+
+    def close(self) -> None:
+        """Stop serving: close every connection, remove the socket and token, drop the lock."""
+        if self._closing.is_set():
+            return
+        self._closing.set()
+        self.world.unobserve(self._on_tick)
+        with self._clients_lock:
+            clients, subscribers = list(self._clients), list(self._subscribers)
+        for sub in subscribers:
+            sub.push({"event": "closed"})  # its stream thread sends it, then hangs up
+        streaming = {sub.conn for sub in subscribers}
+        listener = [self._listener] if self._listener is not None else []
+        _shut([*listener, *(conn for conn in clients if conn not in streaming)])
+        for thread in self._threads:
+            thread.join(timeout=2)
+        _shut(clients)  # a subscriber too slow to take its last event
+        for thread in self._threads:
+            thread.join(timeout=2)
+        self._release()
+
+    def _release(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        for path in (self.state.socket, self.state.token):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if self._owns_lock:
+            self.state.release()
+            self._owns_lock = False
+
+    def __enter__(self) -> ControlServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _accept_loop(self) -> None:
+        listener = self._listener
+        assert listener is not None
+        while not self._closing.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._closing.is_set():
+                    return
+                log.exception("control socket accept failed")
+                continue
+            conn.settimeout(None)
+            with self._clients_lock:
+                full = len(self._clients) >= MAX_CLIENTS
+                if not full:
+                    self._clients.add(conn)
+            if full:
+                _send_quietly(
+                    conn, error_reply("busy", f"too many clients (at most {MAX_CLIENTS})")
+                )
+                conn.close()
+                continue
+            thread = threading.Thread(
+                target=self._serve_client, args=(conn,), name="tickwork-client", daemon=True
+            )
+            thread.start()
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+
+    def _serve_client(self, conn: socket.socket) -> None:
+        try:
+            for line in _lines(conn):
+                if line is None:
+                    self._count_refused()
+                    _send(conn, error_reply("too_large", f"request line over {MAX_LINE} bytes"))
+                    return
+                reply, then = self._handle(line)
+                if not reply["ok"]:
+                    self._count_refused()
+                _send(conn, reply)
+                if then == "close":
+                    return
+                if then == "subscribe":
+                    self._stream(conn)
+                    return
+        except OSError:
+            pass  # the client went away
+        except Exception:
+            log.exception("control client handler failed")
+        finally:
+            with self._clients_lock:
+                self._clients.discard(conn)
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    def _count_refused(self) -> None:
+        with self._clients_lock:
+            self.refused += 1
+
+    def _handle(self, line: bytes) -> tuple[dict[str, Any], str]:
+        """The reply to one request line, and what to do next: keep, close or subscribe."""
+        try:
+            request = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            return error_reply("bad_json", f"malformed JSON request: {exc}"), "keep"
+        if not isinstance(request, dict):
+            return error_reply("bad_request", "a request must be a JSON object"), "keep"
+        reply, then = self._authorised(request)
+        if "id" in request and isinstance(request["id"], str | int):
+            reply["id"] = request["id"]  # lets a client match replies to requests
+        return reply, then
+
+    def _authorised(self, request: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        token = request.get("token")
+        given = token.encode("utf-8", "surrogatepass") if isinstance(token, str) else b""
+        if not hmac.compare_digest(given, self._token.encode()):
+            return error_reply("unauthorized", "missing or wrong token"), "close"
+        op = request.get("op")
+        try:
+            if not isinstance(op, str):
+                raise Refused("missing_field", "missing field 'op' (a string)")
+            handler = OPS.get(op)
+            if handler is None:
+                known = ", ".join(sorted(OPS))
+                raise Refused("unknown_op", f"unknown op {op!r} (known: {known})")
+            reply = handler(self.world, request, self._stats)
+        except Refused as refused:
+            return error_reply(refused.code, refused.message), "keep"
+        except UnknownAgentError as exc:
+            return error_reply("unknown_agent", str(exc)), "keep"
+        except WorldClosedError as exc:
+            return error_reply("closed", str(exc)), "keep"
+        except TickworkError as exc:
+            return error_reply("refused", str(exc)), "keep"
+        return reply, "subscribe" if op == "subscribe" else "keep"
+
+    # -- subscriptions -------------------------------------------------------------------
+
+    def _stream(self, conn: socket.socket) -> None:
+        sub = _Subscriber(conn)
+        with self._clients_lock:
+            self._subscribers.add(sub)
+        try:
+            while True:
+                event = sub.get()
+                _send(conn, event)
+                if event.get("event") in ("closed", "dropped"):
+                    return
+        finally:
+            with self._clients_lock:
+                self._subscribers.discard(sub)
+
+    def _on_tick(self, report: TickReport, inputs: list[tuple[int, object]]) -> None:
+        if not self._subscribers or not inputs or self._closing.is_set():
+            return
+        events = []
+        for seq, item in inputs:
+            try:
+                kind, payload = encode_input(item)
+            except TickworkError:
+                continue
+            data = json.loads(payload)
+            events.append(
+                {"event": "input", "tick": report.tick, "seq": seq, "kind": kind, "data": data}
+            )
+        with self._clients_lock:
+            subscribers = list(self._subscribers)
+        for sub in subscribers:
+            for event in events:
+                sub.push(event)
+
+
+class _Subscriber:
+    """A bounded queue of events for one subscribed client; overflowing drops the client."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self._queue: queue.Queue[dict[str, Any]] = queue.Queue(_SUBSCRIBER_BACKLOG)
+        self._dropped = False
+
+    def push(self, event: dict[str, Any]) -> None:
+        """Queue ``event`` without waiting; a full queue marks the subscriber dropped."""
+        if self._dropped:
+            return
+        try:
+            self._queue.put_nowait(event)
+        except queue.Full:
+            self._dropped = True  # the tick thread never waits for a slow reader
+
+    def get(self) -> dict[str, Any]:
+        """The next event to send (a ``dropped`` event once a dropped queue is drained)."""
+        while True:
+            try:
+                return self._queue.get(timeout=0.5)
+            except queue.Empty:
+                if self._dropped:
+                    return {"event": "dropped", "error": "subscriber too slow: events were lost"}
+
+
+def _lines(conn: socket.socket) -> Iterator[bytes | None]:
+    """Yield each request line of ``conn`` (None for one over ``MAX_LINE``, then stop)."""
+    buf = b""
+    while True:
+        newline = buf.find(b"\n", 0, MAX_LINE + 1)
+        if newline >= 0:
+            yield buf[:newline]
+            buf = buf[newline + 1 :]
+            continue
+        if len(buf) > MAX_LINE:
+            yield None
+            return
+        chunk = conn.recv(65536)
+        if not chunk:
+            if buf.strip():
+                yield buf  # a last line without its newline is still a request
+            return
+        buf += chunk
+
+
+def _send(conn: socket.socket, reply: dict[str, Any]) -> None:
+    conn.sendall(json.dumps(reply).encode() + b"\n")
+
+
+def _shut(socks: list[socket.socket]) -> None:
+    """Shut sockets down, which wakes any thread blocked on one of them."""
+    for sock in socks:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _send_quietly(conn: socket.socket, reply: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        _send(conn, reply)

@@ -1,0 +1,373 @@
+"""The tool lane's bookkeeping: permits, the queue, the counters, and cancellation.
+
+Everything here runs under one lock and never calls out while holding it (no job code, no
+callbacks, no thread starts, no executor calls), so the lock is only ever held for a few
+attribute updates. `runtime.lane.tool_lane.ToolLane` adds the threads and the outcome delivery.
+
+The counters follow DESIGN.md's transitions exactly; their invariants are stated next to the
+fields in `LaneCore.__init__`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from components import LaneStats
+from runtime.cancel import Cancelled, CancelToken
+from runtime.lane.jobs import ToolJob
+
+__all__ = ["DROPPED", "FAILED", "FINISHED", "Entry", "LaneCore"]
+
+# How a job ended; each adds one to the counter of the same name.
+FINISHED, FAILED, DROPPED = "finished", "failed", "dropped"
+
+# An entry's life: QUEUED -> RUNNING -> DONE, or QUEUED -> ABANDONED.
+_QUEUED, _RUNNING, _ABANDONED, _DONE = 0, 1, 2, 3
+# Compact the queue when cancelled entries left in it outnumber live ones (and this many).
+_COMPACT_AT = 64
+
+
+class Entry:
+    """One submitted job as the lane tracks it; also its cancel callback and its lane slot.
+
+    Only the lane's lock changes ``state``, ``in_queue``, ``parked``, ``waiting`` and
+    ``future``. ``depth`` is touched only by the thread running the job.
+    """
+
+    __slots__ = (
+        "depth",
+        "future",
+        "in_queue",
+        "job",
+        "lane",
+        "parked",
+        "started_at",
+        "state",
+        "waiting",
+    )
+
+    def __init__(self, lane: LaneCore, job: ToolJob) -> None:
+        self.lane = lane
+        self.job = job
+        self.state = _QUEUED
+        self.in_queue = False  # in `lane._queue` and counted in `queued`
+        self.parked = False  # running off the lane: counted in `parked`, holds no permit
+        self.waiting = False  # parked and in `lane._resumers`, waiting for a permit
+        self.depth = 0  # nesting of `off_lane` blocks; only the outermost parks
+        self.future: concurrent.futures.Future[Any] | None = None
+        self.started_at = 0.0
+
+    def __call__(self, token: CancelToken) -> None:
+        """The job token's cancel callback."""
+        self.lane._on_cancel(self)
+
+    def park(self) -> None:
+        """Give this job's permit to the next job (`off_lane` entry)."""
+        self.depth += 1
+        if self.depth == 1 and not self.parked:
+            for entry in self.lane._step_off(self):
+                self.lane._launch(entry)
+
+    def resume(self) -> None:
+        """Take a permit again, waiting while the lane is full (`off_lane` exit).
+
+        Raises:
+            Cancelled: the job's token fired; the job stays parked until it ends.
+        """
+        self.depth -= 1
+        if self.depth == 0 and self.parked:
+            self.lane._step_back(self)
+
+    def done(self, future: concurrent.futures.Future[Any]) -> None:
+        """The executor future's done callback."""
+        self.lane._executor_done(self, future)
+
+
+class LaneCore:
+    """Permits, queue and counters of a lane, all guarded by ``_lock``."""
+
+    def __init__(self, capacity: int, name: str, threaded: bool) -> None:
+        self._name = name
+        self._threaded = threaded  # False: an executor runs the jobs, no lane threads
+        self._lock = threading.Lock()
+        self._work_ready = threading.Condition(self._lock)  # idle workers wait for `_ready`
+        self._permit_free = threading.Condition(self._lock)  # parked jobs wait to come back
+        self._drained = threading.Condition(self._lock)  # `close` waits for busy + parked == 0
+        self._closed = False
+        self._capacity = capacity
+        self._queue: deque[Entry] = deque()  # may hold abandoned entries (`_tombstones`)
+        self._tombstones = 0
+        self._ready: deque[Entry] = deque()  # started, handed to an idle worker
+        self._resumers: deque[Entry] = deque()  # parked jobs waiting for a permit, FIFO
+        self._idle = 0  # worker threads waiting on `_work_ready`; always >= len(_ready)
+        self._threads = 0  # worker threads alive (or about to be started)
+        self._draining = 0  # `close` calls waiting on `_drained`
+        # Gauges (never negative): queued = live entries in `_queue`; busy = started jobs
+        # holding a permit (running, or in `_ready`); parked = started jobs holding none.
+        # Transitions: enqueued q+1; abandoned q-1; started q-1 b+1; finished/failed/dropped
+        # b-1 (or p-1 when the job ended while parked); parked b-1 p+1; resumed p-1 b+1.
+        self._queued = self._busy = self._parked = 0
+        # Totals. Invariants, true in every snapshot (the tests check them):
+        #   enqueued == started + abandoned + queued
+        #   started  == finished + failed + dropped + busy + parked
+        #   parks - resumes - parked == jobs that ended while parked (all of them dropped)
+        #   busy <= capacity, and busy < capacity => queued == 0 and `_resumers` is empty
+        self._enqueued = self._started = self._finished = self._failed = 0
+        self._abandoned = self._dropped = self._parks = self._resumes = 0
+        self._peak_busy = 0
+        # The last snapshot and the counters it was made from: a snapshot of unchanged
+        # counters is that same (frozen) object. The tick mirrors every lane's stats every
+        # tick, and building a 15-field frozen dataclass cost more than the rest of an
+        # idle tick's systems together.
+        self._last_key: tuple[int, ...] | None = None
+        self._last_stats: LaneStats | None = None
+
+    def _launch(self, entry: Entry) -> None:
+        raise NotImplementedError
+
+    def _executor_done(self, entry: Entry, future: concurrent.futures.Future[Any]) -> None:
+        raise NotImplementedError
+
+    def _admit(self, entry: Entry) -> bool | None:
+        """Count a new entry in; None if closed, True if the caller must launch it."""
+        with self._lock:
+            if self._closed:
+                return None
+            self._enqueued += 1
+            if entry.state != _QUEUED:  # its token fired before it got here
+                self._abandoned += 1
+                return False
+            if self._busy < self._capacity:  # then nothing is queued or coming back
+                self._start(entry)
+                return self._hand_off(entry)
+            entry.in_queue = True
+            self._queue.append(entry)
+            self._queued += 1
+            return False
+
+    def _release(self, entry: Entry, kind: str) -> Entry | None:
+        """Count a job as ended; return the next job the caller should run, if any."""
+        with self._lock:
+            entry.state = _DONE
+            if kind == FINISHED:
+                self._finished += 1
+            elif kind == FAILED:
+                self._failed += 1
+            else:
+                self._dropped += 1
+            nxt = None
+            if entry.parked:  # ended while parked: it held no permit
+                entry.parked = False
+                self._parked -= 1
+            else:
+                self._busy -= 1
+                if self._resumers:
+                    self._give_back(self._resumers.popleft())
+                elif self._queued:
+                    nxt = self._pop_queued()
+                    self._start(nxt)
+            if self._draining and self._busy + self._parked == 0:
+                self._drained.notify_all()
+            return nxt
+
+    def _wait_for_work(self, idle_timeout: float) -> Entry | None:
+        """Wait as an idle worker; the next started job, or None when the thread should exit."""
+        with self._lock:
+            self._idle += 1
+            try:
+                while not self._ready:
+                    # A worker that timed out re-checks `_ready`: a hand-off may have raced it.
+                    if self._closed or (
+                        not self._work_ready.wait(idle_timeout) and not self._ready
+                    ):
+                        self._threads -= 1
+                        return None
+                return self._ready.popleft()
+            finally:
+                self._idle -= 1
+
+    def _step_off(self, entry: Entry) -> list[Entry]:
+        """Park a running job: b-1 p+1, and pass its permit on. Returns jobs to launch."""
+        with self._lock:
+            entry.parked = True
+            self._busy -= 1
+            self._parked += 1
+            self._parks += 1
+            return self._grant()
+
+    def _step_back(self, entry: Entry) -> None:
+        """Bring a parked job back onto the lane: p-1 b+1, waiting for a permit if needed.
+
+        Raises:
+            Cancelled: the job's token fired before a permit came; it stays parked.
+        """
+        token = entry.job.cancel
+        with self._lock:
+            token.raise_if_cancelled()
+            if self._busy < self._capacity:  # then no other parked job is waiting ahead
+                self._take_permit(entry)
+                return
+            entry.waiting = True
+            self._resumers.append(entry)
+            try:
+                while entry.parked:  # a grant keeps the permit even if the token fires now
+                    token.raise_if_cancelled()
+                    self._permit_free.wait()  # woken by a grant or by the token's callback
+            except Cancelled:
+                entry.waiting = False
+                self._resumers.remove(entry)
+                raise
+
+    def _on_cancel(self, entry: Entry) -> None:
+        """The token of ``entry`` fired: abandon it if queued, wake or stop it if running."""
+        future = None
+        with self._lock:
+            if entry.state == _QUEUED:
+                entry.state = _ABANDONED
+                if entry.in_queue:  # else `_admit` has not counted it yet and will
+                    entry.in_queue = False
+                    self._queued -= 1
+                    self._abandoned += 1
+                    self._tombstones += 1
+                    if self._tombstones > _COMPACT_AT and self._tombstones > self._queued:
+                        self._queue = deque(e for e in self._queue if e.in_queue)
+                        self._tombstones = 0
+            elif entry.state == _RUNNING:
+                if entry.waiting:
+                    self._permit_free.notify_all()
+                future = entry.future
+        if future is not None:
+            future.cancel()
+
+    def _attach_future(self, entry: Entry, future: concurrent.futures.Future[Any]) -> bool:
+        """Remember an executor future; True if the job was cancelled before it existed."""
+        with self._lock:
+            entry.future = future
+            return entry.job.cancel.cancelled
+
+    def _widen(self, n: int) -> tuple[int, list[Entry]]:
+        with self._lock:
+            self._capacity += n
+            return self._capacity, self._grant()
+
+    def _shrink(self, n: int) -> int:
+        with self._lock:
+            taken = max(0, min(n, self._capacity - self._busy, self._capacity - 1))
+            self._capacity -= taken
+            return taken
+
+    def _close_queue(self) -> list[Entry]:
+        """Close the lane; abandon and return the queued entries."""
+        with self._lock:
+            if self._closed:
+                return []
+            self._closed = True
+            dropped = [e for e in self._queue if e.in_queue]
+            for entry in dropped:
+                entry.state = _ABANDONED
+                entry.in_queue = False
+            self._abandoned += len(dropped)
+            self._queued = 0
+            self._queue.clear()
+            self._tombstones = 0
+            self._work_ready.notify_all()  # idle workers exit
+            return dropped
+
+    def _wait_drained(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._draining += 1
+            try:
+                while self._busy + self._parked:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._drained.wait(left)
+                return True
+            finally:
+                self._draining -= 1
+
+    def _snapshot(self) -> LaneStats:
+        with self._lock:
+            # The order of LaneStats' fields after `name`.
+            key = (
+                self._capacity,
+                self._queued,
+                self._busy,
+                self._parked,
+                self._enqueued,
+                self._started,
+                self._finished,
+                self._abandoned,
+                self._failed,
+                self._dropped,
+                self._parks,
+                self._resumes,
+                self._peak_busy,
+                self._threads,
+            )
+            stats = self._last_stats
+            if stats is None or key != self._last_key:
+                stats = self._last_stats = LaneStats(self._name, *key)
+                self._last_key = key
+            return stats
+
+    # The helpers below run with `_lock` held.
+
+    def _start(self, entry: Entry) -> None:
+        entry.state = _RUNNING
+        self._started += 1
+        self._busy += 1
+        self._peak_busy = max(self._peak_busy, self._busy)
+
+    def _take_permit(self, entry: Entry) -> None:
+        entry.parked = False
+        self._parked -= 1
+        self._busy += 1
+        self._resumes += 1
+        self._peak_busy = max(self._peak_busy, self._busy)
+
+    def _give_back(self, entry: Entry) -> None:
+        """Hand a free permit to the parked job ``entry`` waiting to come back."""
+        entry.waiting = False
+        self._take_permit(entry)
+        self._permit_free.notify_all()
+
+    def _pop_queued(self) -> Entry:
+        while True:
+            entry = self._queue.popleft()
+            if entry.in_queue:
+                entry.in_queue = False
+                self._queued -= 1
+                return entry
+            self._tombstones -= 1
+
+    def _hand_off(self, entry: Entry) -> bool:
+        """Give a started job to an idle worker; True if a new thread (or executor) must run it."""
+        if not self._threaded:
+            return True
+        if self._idle > len(self._ready):
+            self._ready.append(entry)
+            self._work_ready.notify()
+            return False
+        self._threads += 1
+        return True
+
+    def _grant(self) -> list[Entry]:
+        """Fill free permits, parked jobs coming back first; return the jobs to launch."""
+        launch: list[Entry] = []
+        while self._busy < self._capacity:
+            if self._resumers:
+                self._give_back(self._resumers.popleft())
+            elif self._queued:
+                entry = self._pop_queued()
+                self._start(entry)
+                if self._hand_off(entry):
+                    launch.append(entry)
+            else:
+                break
+        return launch

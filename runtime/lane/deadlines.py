@@ -1,0 +1,111 @@
+"""One timer thread for every tool deadline in the process: a heap of real-time deadlines.
+
+A tool call with a timeout schedules its token's cancel here instead of starting a thread of
+its own, so a thousand calls in flight cost one thread, not a thousand. Cancelled deadlines
+stay in the heap until they surface (or until they outnumber the live ones, when the heap is
+rebuilt), which keeps `cancel` O(1).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import threading
+import time
+
+from runtime.cancel import CancelToken
+
+__all__ = ["Deadline", "schedule"]
+
+# Rebuild the heap when cancelled entries outnumber live ones and exceed this many.
+_COMPACT_AT = 256
+
+
+class Deadline:
+    """A scheduled cancel of ``token`` with ``reason``; `cancel` it when the work ends."""
+
+    __slots__ = ("_state", "_timer", "reason", "token")
+
+    def __init__(self, timer: _Timer, token: CancelToken, reason: str) -> None:
+        self._timer = timer
+        self.token = token
+        self.reason = reason
+        self._state = 0  # 0 pending, 1 fired, 2 cancelled; changed under the timer's lock
+
+    def cancel(self) -> bool:
+        """Stop the deadline; returns True if it had already fired (the work overran)."""
+        return self._timer.cancel(self)
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._heap: list[tuple[float, int, Deadline]] = []
+        self._seq = itertools.count()
+        self._cancelled = 0
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, delay: float, token: CancelToken, reason: str) -> Deadline:
+        deadline = Deadline(self, token, reason)
+        when = time.monotonic() + delay
+        with self._cond:
+            heapq.heappush(self._heap, (when, next(self._seq), deadline))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="tickwork-deadlines", daemon=True
+                )
+                self._thread.start()
+            elif self._heap[0][2] is deadline:  # earlier than what the thread waits for
+                self._cond.notify()
+        return deadline
+
+    def cancel(self, deadline: Deadline) -> bool:
+        with self._cond:
+            if deadline._state == 0:
+                deadline._state = 2
+                self._cancelled += 1
+                if self._cancelled > _COMPACT_AT and self._cancelled * 2 > len(self._heap):
+                    self._heap = [item for item in self._heap if item[2]._state == 0]
+                    heapq.heapify(self._heap)
+                    self._cancelled = 0
+            return deadline._state == 1
+
+    def _run(self) -> None:
+        while True:
+            due = self._next_due()
+            due.token.cancel(due.reason)  # outside the lock: callbacks may do anything
+
+    def _next_due(self) -> Deadline:
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2]._state != 0:
+                    heapq.heappop(self._heap)
+                    self._cancelled -= 1
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                left = self._heap[0][0] - time.monotonic()
+                if left <= 0:
+                    deadline = heapq.heappop(self._heap)[2]
+                    deadline._state = 1
+                    return deadline
+                self._cond.wait(left)
+
+
+_timer = _Timer()
+
+
+def schedule(delay: float, token: CancelToken, reason: str) -> Deadline:
+    """Cancel ``token`` with ``reason`` after ``delay`` seconds of real time, unless stopped."""
+    return _timer.schedule(delay, token, reason)
+
+
+def _reset_after_fork() -> None:
+    # A forked child has the heap but not the thread; start over with a fresh timer.
+    global _timer
+    _timer = _Timer()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)

@@ -1,0 +1,46 @@
+"""Stepping off the lane: `off_lane()` gives a running job's permit back while it waits.
+
+Rule: a job waiting on a person or on another agent must not hold lane capacity, or a full
+lane deadlocks (a job waiting for an answer that only a queued job can give). The lane marks
+the thread running a job with that job's slot (`current`); `off_lane` finds it there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Protocol
+
+__all__ = ["current", "off_lane"]
+
+
+class _Slot(Protocol):
+    """The permit a running lane job holds; `off_lane` gives it back for a while."""
+
+    def park(self) -> None:
+        """Give the permit back (the job keeps running, off the lane)."""
+
+    def resume(self) -> None:
+        """Take a permit again, waiting while the lane is full."""
+
+
+current = threading.local()
+
+
+@contextlib.contextmanager
+def off_lane() -> Iterator[None]:
+    """Run the block without holding lane capacity; outside a lane job, just run it.
+
+    Rule: a job waiting on a person or on another agent must not hold lane capacity, or a
+    full lane deadlocks (a job waiting for an answer that only a queued job can give).
+    """
+    slot: _Slot | None = getattr(current, "slot", None)
+    if slot is None:
+        yield
+        return
+    slot.park()
+    try:
+        yield
+    finally:
+        slot.resume()

@@ -1,0 +1,285 @@
+"""The tool lane: bounded capacity for slow work, and stepping off it while waiting.
+
+A `ToolLane` runs `ToolJob`s with at most ``capacity`` of them holding a permit at once. Jobs
+beyond that wait in an unbounded, counted queue; ``submit`` never blocks. Worker threads grow
+on demand and exit after ``idle_timeout`` seconds without work. A running job may step off the
+lane with `off_lane()` (the hub's blocking ``ask`` does): its permit goes to the next job while
+it waits, and it takes one again afterwards. Rule: a job waiting on a person or on another
+agent must not hold lane capacity, or a full lane deadlocks on an answer that only a queued
+job can give.
+
+The bookkeeping (permits, queue, counters, cancellation) lives in `runtime.lane.core`; this
+module adds the threads that run the jobs, or hands them to a `concurrent.futures.Executor`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+
+from components import LaneStats, ToolCall, ToolResult
+from runtime.cancel import Cancelled, CancelToken
+from runtime.errors import ConfigError, LaneClosedError
+from runtime.lane.core import DROPPED, FAILED, FINISHED, Entry, LaneCore
+from runtime.lane.jobs import ToolJob, ToolOutcome
+from runtime.lane.parking import current as _current
+from runtime.wake import Wake
+
+__all__ = ["ToolLane"]
+
+log = logging.getLogger(__name__)
+
+# Per thread: the executor launches still to make. A done-callback that runs inline (the
+# future finished before `add_done_callback`) would otherwise launch the next job from inside
+# the launch of the previous one, recursing once per job.
+_launching = threading.local()
+
+
+def _run_job(
+    run: Callable[[CancelToken], Sequence[ToolResult]], cancel: CancelToken
+) -> tuple[ToolResult, ...]:
+    """Run one job's body and return its results as a tuple.
+
+    Module-level on purpose: an executor that ships work to another process (Dask's
+    ``client.get_executor(pure=False)``) pickles this function by reference, so a picklable
+    ``job.run`` is all a remote job needs.
+    """
+    return tuple(run(cancel))
+
+
+_NO_RESULTS: tuple[ToolResult, ...] = ()
+
+
+def _error_results(calls: Sequence[ToolCall], exc: BaseException) -> tuple[ToolResult, ...]:
+    error = f"{type(exc).__name__}: {exc}"
+    return tuple(ToolResult(call.id, error=error) for call in calls)
+
+
+class ToolLane(LaneCore):
+    """A bounded lane of tool jobs: ``capacity`` permits, a counted queue, growing threads.
+
+    Jobs run on the lane's own daemon threads (``tickwork-{name}-{n}``), or, with
+    ``executor=``, on any `concurrent.futures.Executor`; the lane owns permits, queue and
+    counters either way and submits to the executor only when a permit is free. In executor
+    mode `off_lane` does nothing (the executor's threads are not lane threads): a job keeps its
+    permit while it waits, so do not run jobs that ask a person on an executor lane.
+
+    Each finished job's `ToolOutcome` goes to ``on_outcome`` and then nudges ``wake``, both
+    before the job stops counting as in flight: ``stats().in_flight == 0`` means every outcome
+    has been delivered. A job cancelled while running, or one that raises `Cancelled`, is
+    dropped (nothing delivered); one that raises anything else delivers one error result per
+    call in ``job.calls``.
+
+    Fairness: a parked job coming back gets the next free permit before any queued job that
+    has not started (FIFO among returning jobs). A returning job has already done part of its
+    work and its agent is waiting on it, and there are at most as many of them as threads,
+    whereas the queue can grow without bound: queued-first would let a busy lane starve a
+    returning job forever.
+    """
+
+    def __init__(
+        self,
+        capacity: int = 8,
+        *,
+        name: str = "tools",
+        executor: concurrent.futures.Executor | None = None,
+        on_outcome: Callable[[ToolOutcome], object] | None = None,
+        wake: Wake | None = None,
+        idle_timeout: float = 5.0,
+    ) -> None:
+        """Make a lane with ``capacity`` permits (values below 1 become 1).
+
+        Raises:
+            ConfigError: ``idle_timeout`` is not positive.
+        """
+        if not idle_timeout > 0:
+            raise ConfigError(f"`idle_timeout` must be > 0, got {idle_timeout}")
+        super().__init__(max(1, int(capacity)), name, executor is None)
+        self._executor = executor
+        self._on_outcome = on_outcome
+        self._wake = wake
+        self._idle_timeout = idle_timeout
+        self._thread_ids = itertools.count(1)
+
+    @property
+    def capacity(self) -> int:
+        """How many jobs may hold a permit at once."""
+        return self._capacity
+
+    @property
+    def name(self) -> str:
+        """The lane's name, used in thread names and in `LaneStats`."""
+        return self._name
+
+    def submit(self, job: ToolJob) -> None:
+        """Queue ``job``; it starts as soon as a permit is free. Never blocks.
+
+        A job whose token is already cancelled is counted as abandoned and never runs.
+
+        Raises:
+            LaneClosedError: the lane has been closed.
+        """
+        entry = Entry(self, job)
+        # Registered before the entry is visible to workers, so a cancel can never fall
+        # between "queued" and "listening"; it runs at once if the token already fired.
+        job.cancel.add_callback(entry)
+        launch = self._admit(entry)
+        if launch is None:
+            job.cancel.remove_callback(entry)
+            raise LaneClosedError(f"lane {self._name!r} is closed; job {job.batch_id!r} refused")
+        if launch:
+            self._launch(entry)
+
+    def stats(self) -> LaneStats:
+        """Return a consistent snapshot of the lane's counters."""
+        return self._snapshot()
+
+    def relieve(self, n: int = 1) -> int:
+        """Add ``n`` permits, start what they let start, and return the new capacity.
+
+        Raises:
+            ConfigError: ``n`` is negative.
+        """
+        if n < 0:
+            raise ConfigError(f"`n` must be >= 0, got {n}")
+        capacity, launch = self._widen(n)
+        for entry in launch:
+            self._launch(entry)
+        return capacity
+
+    def narrow(self, n: int = 1) -> int:
+        """Take back up to ``n`` idle permits (never busy ones, never the last one).
+
+        Returns how many permits were taken; busy jobs keep theirs.
+
+        Raises:
+            ConfigError: ``n`` is negative.
+        """
+        if n < 0:
+            raise ConfigError(f"`n` must be >= 0, got {n}")
+        return self._shrink(n)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Abandon every queued job, refuse new ones, and wait up to ``timeout`` for the rest.
+
+        Running and parked jobs are not cancelled; they finish and deliver as usual. Calling
+        ``close`` again only waits again. An executor passed in is not shut down.
+        """
+        for entry in self._close_queue():
+            entry.job.cancel.remove_callback(entry)
+        if not self._wait_drained(timeout):
+            log.warning("lane %r closed with jobs still running after %gs", self._name, timeout)
+
+    def __enter__(self) -> ToolLane:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<ToolLane {self._name!r} capacity={self._capacity}>"
+
+    def _launch(self, entry: Entry) -> None:
+        """Run a started job that no existing thread will pick up."""
+        if self._executor is None:
+            name = f"tickwork-{self._name}-{next(self._thread_ids)}"
+            threading.Thread(target=self._work, args=(entry,), name=name, daemon=True).start()
+            return
+        pending: list[Entry] | None = getattr(_launching, "pending", None)
+        if pending is not None:
+            pending.append(entry)
+            return
+        _launching.pending = pending = [entry]
+        try:
+            while pending:
+                self._submit_to_executor(pending.pop())
+        finally:
+            _launching.pending = None
+
+    def _work(self, first: Entry) -> None:
+        """Be a worker thread: run jobs while there are any, wait idle, then exit."""
+        local = _current
+        entry: Entry | None = first
+        while entry is not None:
+            job = entry.job
+            results = _NO_RESULTS
+            local.slot = entry
+            started = time.perf_counter()
+            try:
+                results = _run_job(job.run, job.cancel)
+                kind = FINISHED
+            except Cancelled:
+                kind = DROPPED
+            except BaseException as exc:  # the worker never dies for a tool's sake
+                log.exception("lane %r: job %r raised", self._name, job.batch_id)
+                kind, results = FAILED, _error_results(job.calls, exc)
+            finally:
+                local.slot = None
+            entry = self._finish(entry, kind, results, time.perf_counter() - started)
+            if entry is None:
+                entry = self._wait_for_work(self._idle_timeout)
+
+    def _finish(
+        self, entry: Entry, kind: str, results: tuple[ToolResult, ...], elapsed: float
+    ) -> Entry | None:
+        """Deliver a job's outcome (unless dropped), then count it as ended.
+
+        Delivery comes first so that ``in_flight == 0`` implies every outcome is delivered.
+        Returns the next job for the caller to run.
+        """
+        job = entry.job
+        if job.cancel.cancelled:
+            kind = DROPPED  # cancelled while running: the outcome is stale
+        else:
+            job.cancel.remove_callback(entry)
+        if kind != DROPPED:
+            if self._on_outcome is not None:
+                try:
+                    self._on_outcome(ToolOutcome(job.agent_id, job.batch_id, results, elapsed))
+                except Exception:
+                    log.exception("lane %r: on_outcome raised for %r", self._name, job.batch_id)
+            if self._wake is not None:
+                self._wake.notify()
+        return self._release(entry, kind)
+
+    def _submit_to_executor(self, entry: Entry) -> None:
+        assert self._executor is not None
+        job = entry.job
+        entry.started_at = time.perf_counter()
+        try:
+            future = self._executor.submit(_run_job, job.run, job.cancel)
+        except Exception as exc:  # e.g. the executor was shut down under us
+            log.exception("lane %r: executor refused job %r", self._name, job.batch_id)
+            nxt = self._finish(entry, FAILED, _error_results(job.calls, exc), 0.0)
+            if nxt is not None:
+                self._launch(nxt)
+            return
+        if self._attach_future(entry, future):
+            future.cancel()  # best effort: a job already running cannot be stopped this way
+        future.add_done_callback(entry.done)
+
+    def _executor_done(
+        self, entry: Entry, future: concurrent.futures.Future[tuple[ToolResult, ...]]
+    ) -> None:
+        job = entry.job
+        kind, results = DROPPED, _NO_RESULTS
+        if not future.cancelled():
+            exc = future.exception()
+            if exc is None:
+                kind, results = FINISHED, future.result()
+            elif not isinstance(exc, Cancelled):
+                log.error("lane %r: job %r raised", self._name, job.batch_id, exc_info=exc)
+                kind, results = FAILED, _error_results(job.calls, exc)
+        nxt = self._finish(entry, kind, results, time.perf_counter() - entry.started_at)
+        if nxt is not None:
+            self._launch(nxt)

@@ -1,0 +1,65 @@
+"""`ScriptedModel`: a model that replays a fixed list of replies, for tests and scenarios."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TypeAlias
+
+from runtime.cancel import Cancelled, CancelToken
+from runtime.models.base import ModelReply, ModelRequest
+
+__all__ = ["ScriptStep", "ScriptedModel"]
+
+
+ScriptStep: TypeAlias = ModelReply | str | Callable[[ModelRequest], "ModelReply | str"]
+
+
+class ScriptedModel:
+    """A model that replays a fixed list of replies, for tests and scenarios.
+
+    Each agent reads the script from the start, so replies do not depend on the order in
+    which lane threads happen to run. An entry may be a ``ModelReply``, a string (a reply
+    with no tool calls) or a function of the request. ``cycle=True`` starts over when the
+    script ends; otherwise running out is an error. ``delay`` seconds of real time pass
+    before each reply (cancellable), to stand in for a slow model.
+    """
+
+    def __init__(
+        self, replies: Sequence[ScriptStep], *, delay: float = 0.0, cycle: bool = False
+    ) -> None:
+        if not replies:
+            raise ValueError("`replies` must hold at least one reply, got none")
+        if delay < 0:
+            raise ValueError(f"`delay` must be >= 0, got {delay}")
+        self._replies = list(replies)
+        self._delay = delay
+        self._cycle = cycle
+        self._lock = threading.Lock()
+        self._cursor: dict[str, int] = {}
+        self.calls = 0
+
+    def complete(self, request: ModelRequest, cancel: CancelToken) -> ModelReply:
+        """Return the agent's next scripted reply.
+
+        Raises:
+            Cancelled: ``cancel`` fired during the delay.
+            LookupError: the script ran out (and ``cycle`` is False).
+        """
+        with self._lock:
+            index = self._cursor.get(request.agent_id, 0)
+            self._cursor[request.agent_id] = index + 1
+            self.calls += 1
+        if self._delay and cancel.wait(self._delay):
+            raise Cancelled(cancel.reason or "cancelled")
+        cancel.raise_if_cancelled()
+        if index >= len(self._replies):
+            if not self._cycle:
+                raise LookupError(
+                    f"scripted model ran out of replies after {len(self._replies)}"
+                    f" for agent {request.agent_id!r}"
+                )
+            index %= len(self._replies)
+        step = self._replies[index]
+        reply = step(request) if callable(step) else step
+        return reply if isinstance(reply, ModelReply) else ModelReply(str(reply))

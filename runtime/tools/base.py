@@ -1,0 +1,127 @@
+"""What a tool is: the `Tool` protocol, the `ToolContext` a call runs with, and `ToolBase`.
+
+A tool is any callable ``tool(args, ctx) -> JSON value`` with a ``name``, an optional
+``timeout``, a ``requires_approval`` flag and a ``local_only`` flag. The registry
+(`runtime.tools.registry`) and the built-in tools (`runtime.tools.builtin`) build on these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from components import InteractionRequest, InteractionResponse
+from runtime.cancel import CancelToken
+from runtime.errors import ConfigError
+
+__all__ = [
+    "SupportsAsk",
+    "Tool",
+    "ToolBase",
+    "ToolContext",
+    "ToolFunction",
+    "check_timeout",
+]
+
+
+class SupportsAsk(Protocol):
+    """What a tool needs of an interaction hub (`runtime.InteractionHub` has it)."""
+
+    def ask(self, agent_id: str, request: InteractionRequest) -> InteractionResponse:
+        """Open ``request`` for ``agent_id`` and block until it is settled."""
+        ...
+
+    def cancel(self, request_id: str) -> bool:
+        """Settle an open request with the neutral response."""
+        ...
+
+
+class Tool(Protocol):
+    """Something an agent can call: ``tool(args, ctx)`` returns a JSON value or raises."""
+
+    name: str
+    timeout: float | None
+    requires_approval: bool
+    local_only: bool  # True when it needs this process (e.g. the hub); never ship it away
+
+    def __call__(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
+        """Run the tool once; watch ``ctx.cancel`` if it may take a while."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What one tool call knows about where it runs: who, which call, its token, the hub."""
+
+    agent_id: str
+    call_id: str
+    cancel: CancelToken
+    hub: SupportsAsk | None = None
+
+    def ask(self, request: InteractionRequest) -> InteractionResponse:
+        """Ask a person through the hub and wait (off the lane) for the answer.
+
+        The prompt is cancelled if the call's token fires (a timeout or a cancelled batch),
+        so a call that gives up leaves no orphaned prompt.
+
+        Raises:
+            ConfigError: the call was run without a hub.
+            Cancelled: the call's token fired before or while waiting.
+        """
+        hub = self.hub
+        if hub is None:
+            raise ConfigError(
+                f"call {self.call_id!r} of agent {self.agent_id!r} cannot ask a person: "
+                "no interaction hub was given"
+            )
+        if not request.id:  # named here, not by the hub, so that a cancel can find it
+            request = request.with_id(f"{self.call_id}-{uuid.uuid4().hex[:12]}")
+        request_id = request.id
+
+        def withdraw(_token: CancelToken) -> None:
+            hub.cancel(request_id)
+
+        self.cancel.add_callback(withdraw)
+        try:
+            # A cancel landing between this check and the hub opening the prompt is not
+            # seen until the hub's own timeout; the window is a few instructions wide.
+            self.cancel.raise_if_cancelled()
+            response = hub.ask(self.agent_id, request)
+        finally:
+            self.cancel.remove_callback(withdraw)
+        self.cancel.raise_if_cancelled()
+        return response
+
+
+ToolFunction = Callable[[Mapping[str, Any], ToolContext], Any]
+"""The shape of a Python function registered as a tool."""
+
+
+def check_timeout(timeout: float | None) -> float | None:
+    """Return ``timeout`` if it is None or a positive number.
+
+    Raises:
+        ConfigError: it is not.
+    """
+    if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+        raise ConfigError(f"`timeout` must be > 0 or None, got {timeout!r}")
+    return timeout
+
+
+class ToolBase:
+    """The attributes every built-in tool has (plain slots: picklable, no locks)."""
+
+    __slots__ = ("local_only", "name", "requires_approval", "timeout")
+
+    def __init__(
+        self, name: str, timeout: float | None, requires_approval: bool, local_only: bool
+    ) -> None:
+        self.name = name
+        self.timeout = check_timeout(timeout)
+        self.requires_approval = requires_approval
+        self.local_only = local_only
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"

@@ -1,0 +1,206 @@
+"""The tool registry: what an agent may call, and how one call is run.
+
+A tool is any callable ``tool(args, ctx) -> JSON value`` (the `Tool` protocol of
+`runtime.tools.base`). `ToolRegistry.run_call`
+turns every way a call can go wrong into an error result for that call alone: an unknown
+name, a tool that raises, a value that is not JSON, a call past its timeout. Timeouts are
+cooperative: at the deadline the call's token fires (one shared timer thread for the whole
+process); a tool that ignores its token overruns but is still reported as timed out.
+
+The built-in tools (`ShellTool`, `AskUserTool`, `SleepTool`) live in `runtime.tools.builtin`.
+Registries and tools hold no locks or threads, so they pickle (a later
+step ships a registry to Dask workers); `AskUserTool` is ``local_only``: it needs this
+process's hub.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, overload
+
+from components import ToolCall, ToolResult
+from runtime.cancel import Cancelled, CancelToken
+from runtime.errors import ConfigError
+from runtime.lane.deadlines import schedule
+from runtime.tools.base import SupportsAsk, Tool, ToolBase, ToolContext, ToolFunction, check_timeout
+
+__all__ = ["ToolRegistry"]
+
+F = TypeVar("F", bound=ToolFunction)
+
+
+class _FunctionTool(ToolBase):
+    """A Python function registered with `ToolRegistry.tool`."""
+
+    __slots__ = ("fn",)
+
+    def __init__(
+        self, name: str, fn: ToolFunction, timeout: float | None, requires_approval: bool
+    ) -> None:
+        super().__init__(name, timeout, requires_approval, local_only=False)
+        self.fn = fn
+
+    def __call__(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
+        return self.fn(args, ctx)
+
+
+class ToolRegistry:
+    """The tools an agent may call, by name, and the code that runs calls safely."""
+
+    __slots__ = ("_tools",)
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    @overload
+    def tool(self, name: F, /) -> F: ...
+    @overload
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        timeout: float | None = None,
+        requires_approval: bool = False,
+    ) -> Callable[[F], F]: ...
+    def tool(
+        self,
+        name: str | F | None = None,
+        *,
+        timeout: float | None = None,
+        requires_approval: bool = False,
+    ) -> F | Callable[[F], F]:
+        """Register a function ``fn(args, ctx) -> JSON value`` as a tool; a decorator.
+
+        The tool's name defaults to the function's name; the function is returned unchanged
+        (so a module-level tool function still pickles by reference).
+
+        Raises:
+            ConfigError: the name is taken or empty, or ``timeout`` is not positive.
+        """
+        if callable(name):  # used bare: @registry.tool
+            self.add(_FunctionTool(name.__name__, name, timeout, requires_approval))
+            return name
+        tool_name = name
+
+        def register(fn: F) -> F:
+            self.add(_FunctionTool(tool_name or fn.__name__, fn, timeout, requires_approval))
+            return fn
+
+        return register
+
+    def add(self, tool: Tool) -> Tool:
+        """Register ``tool`` under its name and return it.
+
+        Raises:
+            ConfigError: another tool has that name, or the name is empty.
+        """
+        if not isinstance(tool.name, str) or not tool.name:
+            raise ConfigError(f"a tool's `name` must be a non-empty string, got {tool.name!r}")
+        if tool.name in self._tools:
+            raise ConfigError(f"tool {tool.name!r} is already registered")
+        check_timeout(tool.timeout)
+        self._tools[tool.name] = tool
+        return tool
+
+    def try_get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        """The registered tool names, sorted."""
+        return sorted(self._tools)
+
+    def requires_approval(self, name: str) -> bool:
+        """Whether calling ``name`` needs a person's approval first (False if unknown)."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.requires_approval
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"<ToolRegistry {self.names()!r}>"
+
+    def run_call(
+        self,
+        call: ToolCall,
+        *,
+        agent_id: str,
+        cancel: CancelToken,
+        hub: SupportsAsk | None = None,
+    ) -> ToolResult:
+        """Run one call and return its result; every failure is an error result.
+
+        The tool gets a child of ``cancel`` that also fires at the tool's timeout.
+
+        Raises:
+            Cancelled: ``cancel`` fired and the tool stopped because of it.
+        """
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return ToolResult(call.id, error=f"unknown tool {call.name!r}")
+        token = CancelToken()
+
+        def follow(parent: CancelToken) -> None:
+            token.cancel(parent.reason or "cancelled")
+
+        cancel.add_callback(follow)  # not `cancel.child()`: this link must be undone after
+        timeout = tool.timeout
+        message = f"tool timed out after {timeout:g}s" if timeout is not None else ""
+        deadline = None if timeout is None else schedule(timeout, token, message)
+        try:
+            result = _invoke(tool, call, ToolContext(agent_id, call.id, token, hub))
+        finally:
+            cancel.remove_callback(follow)
+            overran = deadline is not None and deadline.cancel()
+        if overran:
+            return ToolResult(call.id, error=message)
+        if result is None:
+            raise Cancelled(token.reason or "cancelled")
+        return result
+
+    def run_batch(
+        self,
+        calls: Sequence[ToolCall],
+        *,
+        agent_id: str,
+        cancel: CancelToken,
+        hub: SupportsAsk | None = None,
+    ) -> list[ToolResult]:
+        """Run ``calls`` one after another; one result per call, in call order.
+
+        Raises:
+            Cancelled: ``cancel`` fired; no further call is started.
+        """
+        results = []
+        for call in calls:
+            cancel.raise_if_cancelled()
+            results.append(self.run_call(call, agent_id=agent_id, cancel=cancel, hub=hub))
+        return results
+
+
+# Output types that are JSON whatever their value (floats are not: NaN and infinity aren't).
+_PLAIN_JSON = frozenset({str, int, bool})
+
+
+def _invoke(tool: Tool, call: ToolCall, ctx: ToolContext) -> ToolResult | None:
+    """Call ``tool`` and make its result; None when it stopped because its token fired."""
+    try:
+        output = tool(call.args, ctx)
+    except Cancelled as exc:
+        if ctx.cancel.cancelled:
+            return None
+        return ToolResult(call.id, error=f"Cancelled: {exc.reason}")  # not ours: an error
+    except Exception as exc:
+        return ToolResult(call.id, error=f"{type(exc).__name__}: {exc}")
+    if output is None or type(output) in _PLAIN_JSON:
+        return ToolResult(call.id, output=output)  # JSON as it is: no encoder pass needed
+    try:
+        json.dumps(output, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return ToolResult(call.id, error=f"tool {tool.name!r} returned a non-JSON value: {exc}")
+    return ToolResult(call.id, output=output)

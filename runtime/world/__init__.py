@@ -1,0 +1,31 @@
+"""The world room: `World`, its state and inputs, effects, actions, behaviours and digest.
+
+`World` (``world.py``) is the API; its run loops are in ``loop.py``; what the tick thread
+keeps per agent is in ``state.py``; what enters between ticks is in ``inputs.py``.
+"""
+
+from runtime.world.actions import Action, Ask, Behavior, CallTools, Join, Sleep, Spawn, Think, Turn
+from runtime.world.behaviors import BehaviorRegistry, behavior, register_behavior
+from runtime.world.loop import REDRIVE_SECS
+from runtime.world.recorder import Recorder
+from runtime.world.report import TickReport
+from runtime.world.world import World
+
+__all__ = [
+    "REDRIVE_SECS",
+    "Action",
+    "Ask",
+    "Behavior",
+    "BehaviorRegistry",
+    "CallTools",
+    "Join",
+    "Recorder",
+    "Sleep",
+    "Spawn",
+    "Think",
+    "TickReport",
+    "Turn",
+    "World",
+    "behavior",
+    "register_behavior",
+]

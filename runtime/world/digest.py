@@ -1,0 +1,120 @@
+"""State digests: a canonical encoding of every agent's state, hashed with blake2b.
+
+The world digest is the sum, modulo 2**128, of per-agent blake2b digests. A sum does not
+depend on order (esper's, a set's, or the order agents changed in) and can be updated
+incrementally: when an agent changes, subtract its old digest and add its new one, so a
+digest costs O(agents changed since the last one), not O(agents). Nothing here uses
+``hash()``, so digests are the same under every ``PYTHONHASHSEED``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from components import Entry
+from runtime.world.state import AgentRecord
+
+__all__ = [
+    "agent_digest",
+    "agent_fields",
+    "canonical",
+    "chain_history",
+    "combine",
+    "history_hash",
+]
+
+_MOD = 1 << 128
+
+
+def canonical(value: Any) -> str:
+    """The canonical JSON text of ``value`` (sorted keys, no spaces, stable floats)."""
+    return _CANONICAL.encode(value)
+
+
+def _fallback(value: Any) -> Any:
+    # Dataclasses and enums (ModelReply, ToolResult, StatusKind) encode as their fields;
+    # anything else by type name only: a repr may hold a memory address, which would make
+    # two identical runs differ.
+    fields = getattr(value, "__dataclass_fields__", None)
+    if fields is not None:
+        return {name: getattr(value, name) for name in fields}
+    enum_value = getattr(value, "value", None)
+    if enum_value is not None and type(value).__module__ != "builtins":
+        return enum_value
+    if isinstance(value, (tuple, set, frozenset)):
+        return list(value) if isinstance(value, tuple) else sorted(value, key=repr)
+    return f"<{type(value).__qualname__}>"
+
+
+# One encoder for every call: `json.dumps` with any non-default argument builds a new
+# JSONEncoder each time, which cost as much as encoding a small agent's fields. The text is
+# the same (dumps passes these very arguments to the encoder it makes); `encode` keeps no
+# state between calls, so sharing it across threads is safe.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_fallback
+)
+
+
+def chain_history(previous: bytes, entry: Entry) -> bytes:
+    """The history hash after ``entry`` is appended to a history hashed ``previous``."""
+    h = hashlib.blake2b(previous, digest_size=16)
+    h.update(canonical([entry.role, entry.content]).encode())
+    return h.digest()
+
+
+def history_hash(rec: AgentRecord) -> bytes:
+    """The chained hash of the agent's whole history, folding in entries added since the
+    last call (histories only grow, so the hash of a prefix stays valid)."""
+    entries = rec.history.entries
+    done = rec.hist_hashed
+    if done < len(entries):
+        value = rec.hist_hash
+        for index in range(done, len(entries)):
+            value = chain_history(value, entries[index])
+        rec.hist_hash = value
+        rec.hist_hashed = len(entries)
+    return rec.hist_hash
+
+
+def agent_fields(rec: AgentRecord) -> dict[str, Any]:
+    """The agent's state that a digest covers, as canonical JSON values, field by field."""
+    status, turn = rec.status, rec.turn
+    return {
+        "id": rec.id,
+        "name": rec.agent.name,
+        "parent": rec.agent.parent,
+        "behavior": rec.spec.behavior,
+        "interactive": rec.spec.interactive,
+        "status": status.kind.value,
+        "reason": None if status.reason is None else status.reason.value,
+        "message": status.message,
+        "paused_from": None if rec.paused_from is None else rec.paused_from.value,
+        "phase": turn.phase.value,
+        "generation": turn.generation,
+        "inflight": turn.inflight,
+        "deadline": turn.deadline,
+        "counter": turn.counter,
+        "result": rec.result,
+        "history": [len(rec.history.entries), history_hash(rec).hex()],
+        "mailbox": list(rec.mailbox) if rec.mailbox else [],
+        "prompts": sorted(rec.prompts) if rec.prompts else [],
+        "children": list(rec.children) if rec.children else [],
+    }
+
+
+def agent_digest(fields: dict[str, Any]) -> int:
+    """The blake2b digest of an agent's canonical fields, as an integer."""
+    data = canonical(fields).encode()
+    return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "big")
+
+
+def combine(total: int, old: int, new: int) -> int:
+    """The world sum after one agent's digest changed from ``old`` to ``new``."""
+    return (total - old + new) % _MOD
+
+
+def hexdigest(total: int) -> str:
+    """The world digest as text."""
+    return hashlib.blake2b(total.to_bytes(16, "big"), digest_size=16).hexdigest()

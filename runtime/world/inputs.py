@@ -1,0 +1,152 @@
+"""External inputs: everything that enters a world between ticks.
+
+Every input gets a sequence number when it arrives (``Inbox.put``) and is applied at the
+start of the next tick, in sequence order; the journal records each applied input with its
+tick, which is all a replay needs. Besides the commands below, tool and model outcomes
+(``ToolOutcome``) and the hub's change events (``PromptOpened``, ``PromptSettled``) are
+inputs too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.wake import Wake
+
+__all__ = [
+    "CancelAgent",
+    "EffectFailed",
+    "Inbox",
+    "InterruptAgent",
+    "PauseAgent",
+    "ResumeAgent",
+    "SendMessage",
+    "SpawnAgent",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnAgent:
+    """Create agent ``agent_id`` running the behaviour named ``behavior``."""
+
+    agent_id: str
+    behavior: str
+    message: Any = None
+    name: str = ""
+    interactive: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessage:
+    """Give an agent its next message: starts a turn, or queues behind the current one."""
+
+    agent_id: str
+    message: Any
+
+
+@dataclass(frozen=True, slots=True)
+class PauseAgent:
+    """Stop stepping an agent; outcomes that land meanwhile are held."""
+
+    agent_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeAgent:
+    """Undo a pause and apply what was held."""
+
+    agent_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CancelAgent:
+    """End an agent for good: its work is cancelled, prompts settled, children cancelled."""
+
+    agent_id: str
+    reason: str = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptAgent:
+    """Abandon the agent's current turn, keeping its history."""
+
+    agent_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class EffectFailed:
+    """Work the tick thread asked for could not even start (unknown model, clashing
+    prompt id); ``ref`` is the id the agent awaits. Travels as an input so a replay,
+    which starts no work, sees the same failure at the same tick."""
+
+    agent_id: str
+    ref: str
+    error: str
+    error_type: str = "TickworkError"  # the name of a class in runtime.errors
+
+
+class Inbox:
+    """A thread-safe queue of inputs, numbered on arrival; putting nudges the wake.
+
+    ``put`` takes no lock: the number comes from an ``itertools.count`` and the item goes
+    on a ``deque``, each one atomic C call. A lock here was held across a GIL switch by
+    whichever of 64 lane workers got preempted inside it, and the tick thread queued behind
+    it for milliseconds (a convoy measured by the vs_asyncio benchmark). Two puts racing
+    may append out of number order, so ``drain`` sorts, and hands out only the unbroken
+    run of numbers: an input whose number was taken but which is not appended yet holds
+    the later ones back until the next drain, so inputs are applied in sequence order
+    across ticks too. Only the tick thread drains.
+    """
+
+    __slots__ = ("_arrived", "_held", "_next", "_numbers", "_wake")
+
+    def __init__(self, wake: Wake | None = None) -> None:
+        self._numbers = itertools.count(1)
+        self._arrived: deque[tuple[int, object]] = deque()
+        # Drained but held back behind a missing number (tick thread only), sorted.
+        self._held: list[tuple[int, object]] = []
+        self._next = 1  # the number the next drained input must have (tick thread only)
+        self._wake = wake
+
+    def put(self, item: object) -> int:
+        """Queue ``item`` and return its sequence number. Safe from any thread."""
+        seq = next(self._numbers)
+        self._arrived.append((seq, item))
+        if self._wake is not None:
+            self._wake.notify()
+        return seq
+
+    def drain(self) -> list[tuple[int, object]]:
+        """Take every queued input, in sequence order (without gaps)."""
+        arrived, items = self._arrived, self._held
+        try:
+            while True:
+                items.append(arrived.popleft())
+        except IndexError:
+            pass
+        if not items:
+            return items
+        items.sort(key=_seq_of)  # already in order unless two puts raced
+        expected = self._next
+        count = 0
+        for seq, _item in items:
+            if seq != expected:
+                break
+            expected += 1
+            count += 1
+        self._next = expected
+        if count == len(items):
+            self._held = []
+            return items
+        self._held = items[count:]
+        return items[:count]
+
+    def __len__(self) -> int:
+        return len(self._arrived) + len(self._held)
+
+
+def _seq_of(entry: tuple[int, object]) -> int:
+    return entry[0]

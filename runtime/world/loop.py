@@ -1,0 +1,207 @@
+"""The run loops: ticking a world until it is idle, or for ever, parking when nothing moves.
+
+`RunLoop` is mixed into `World`, so the world class reads as its API and this module as its
+loop. ``run_until_idle`` and ``run`` tick to a fixed point (a tick that changed nothing, with
+no input waiting and nobody ready), then ask ``_idle_wait`` how long to park on the world's
+wake: until the nearest deadline (a sleeper, a prompt, a host timer), capped by
+``REDRIVE_SECS`` against a lost wake. A virtual clock never waits: it jumps to the next
+deadline when no lane work is in flight. ``start``/``stop`` run ``run`` on a background
+thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from runtime.clock import Clock, ManualClock
+from runtime.errors import TickLimitError
+from runtime.hub import InteractionHub
+from runtime.wake import Wake
+from runtime.world.report import TickReport
+from runtime.world.state import WorldState
+from runtime.world.timers import HostTimers
+
+__all__ = ["REDRIVE_SECS", "RunLoop"]
+
+log = logging.getLogger("tickwork.world")
+
+REDRIVE_SECS = 30.0
+"""The longest a parked ``run()`` sleeps: a backstop against a lost wake."""
+
+
+class RunLoop:
+    """The run loops of a `World` (mixed into it): ``run_until_idle``, ``run``, ``start``, ``stop``.
+
+    The world provides the attributes declared here; the loop only reads them and ticks.
+    """
+
+    clock: Clock
+    wake: Wake
+    hub: InteractionHub
+    _state: WorldState
+    _timers: HostTimers
+    _runner: threading.Thread | None
+    _stop: threading.Event
+    _run_error: BaseException | None
+
+    # Provided by `World`; declared so that the loop type-checks on its own.
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def closed(self) -> bool:
+        raise NotImplementedError
+
+    def tick(self) -> TickReport:
+        raise NotImplementedError
+
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def _can_move(self) -> bool:
+        raise NotImplementedError
+
+    def run_until_idle(
+        self, max_ticks: int = 1_000_000, *, timeout: float | None = None, skip_time: bool = True
+    ) -> int:
+        """Tick until nothing can move without outside input; returns the ticks run.
+
+        Work in flight on a lane is waited for (parked on the wake, not spinning). With a
+        ``ManualClock`` and ``skip_time``, time jumps to the next sleep or prompt deadline
+        when nothing else can move (like trio's autojump clock); with a real clock the
+        wait for a sleeper is real, and open prompts alone end the run (they need a person).
+
+        Raises:
+            TickLimitError: ``max_ticks`` ticks ran, or ``timeout`` seconds of real time
+                passed waiting for lane work, and work was still left.
+        """
+        started = time.monotonic()
+        ticks = 0
+        while True:
+            if ticks >= max_ticks:
+                raise TickLimitError(f"world still busy after `max_ticks`={max_ticks} ticks")
+            report = self.tick()
+            ticks += 1
+            if report.changed or self._can_move():
+                continue
+            wait = self._idle_wait(skip_time=skip_time, stop_on_prompts=True)
+            if wait is None:
+                return ticks
+            if wait <= 0:
+                continue
+            if timeout is not None:
+                left = timeout - (time.monotonic() - started)
+                if left <= 0:
+                    waiting = len(self._state.lane_waiting)
+                    raise TickLimitError(
+                        f"world still waiting on lane work of {waiting} agents after"
+                        f" `timeout`={timeout}s"
+                    )
+                wait = min(wait, left)
+            self.wake.wait(wait)
+
+    def run(self, stop: threading.Event | Callable[[], bool] | None = None) -> None:
+        """Tick until ``stop`` is set (or returns True), parking when nothing can move.
+
+        At a fixed point the loop parks on the wake with a timeout of the nearest deadline
+        (sleep or prompt), capped by a ``REDRIVE_SECS`` backstop against a lost wake. If
+        ``stop`` is your own event, call ``world.wake.notify()`` after setting it, or use
+        ``start()``/``stop()`` which do.
+        """
+        should_stop = _stopper(stop)
+        while not should_stop() and not self.closed:
+            report = self.tick()
+            if report.changed or self._can_move():
+                continue
+            wait = self._idle_wait(skip_time=True, stop_on_prompts=False)
+            if wait is None:
+                wait = REDRIVE_SECS
+            if wait > 0:
+                self.wake.wait(min(wait, REDRIVE_SECS))
+
+    def _idle_wait(self, *, skip_time: bool, stop_on_prompts: bool) -> float | None:
+        """At a fixed point: how long to park (0: go on at once; None: nothing to wait for).
+
+        A virtual clock jumps straight to the next deadline when no lane work is in flight.
+        """
+        state = self._state
+        clock = self.clock
+        timer = _earliest(state.next_timer(), self._timers.next_due())
+        prompt = self.hub.next_deadline()
+        if state.lane_waiting:
+            nearest = min((d for d in (timer, prompt) if d is not None), default=None)
+            if nearest is None or clock.virtual:
+                return REDRIVE_SECS
+            return max(0.0, nearest - clock.now())
+        if clock.virtual:
+            nearest = min((d for d in (timer, prompt) if d is not None), default=None)
+            if nearest is None or not skip_time or not isinstance(clock, ManualClock):
+                return None
+            if nearest > clock.now():
+                clock.set(nearest)
+            return 0.0
+        if timer is None and (stop_on_prompts or prompt is None):
+            return None
+        nearest = min(d for d in (timer, prompt) if d is not None)
+        return max(0.0, nearest - clock.now())
+
+    def start(self) -> None:
+        """Run the loop on a background thread until ``stop()`` or ``close()``.
+
+        Raises:
+            RuntimeError: the loop is already running.
+            WorldClosedError: the world is closed.
+        """
+        self._check_open()
+        if self._runner is not None and self._runner.is_alive():
+            raise RuntimeError("the world is already running")
+        self._stop.clear()
+        self._run_error = None
+        self._runner = threading.Thread(
+            target=self._run_guarded, name=f"{self.name}-tick", daemon=True
+        )
+        self._runner.start()
+
+    def _run_guarded(self) -> None:
+        try:
+            self.run(self._stop)
+        except BaseException as exc:  # reported by stop(), never lost
+            self._run_error = exc
+            log.exception("the tick loop of %s died", self.name)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the background loop and wait for it; re-raises an error that killed it.
+
+        Raises:
+            TimeoutError: the loop did not stop within ``timeout`` seconds.
+        """
+        runner = self._runner
+        if runner is None:
+            return
+        self._stop.set()
+        self.wake.notify()
+        runner.join(timeout)
+        if runner.is_alive():
+            raise TimeoutError(f"the tick loop did not stop within {timeout}s")
+        self._runner = None
+        error, self._run_error = self._run_error, None
+        if error is not None:
+            raise error
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
+
+
+def _stopper(stop: threading.Event | Callable[[], bool] | None) -> Callable[[], bool]:
+    if stop is None:
+        return lambda: False
+    if isinstance(stop, threading.Event):
+        return stop.is_set
+    return stop

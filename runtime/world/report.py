@@ -1,0 +1,25 @@
+"""What one tick did: the `TickReport` that ``World.tick`` returns and observers receive."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["TickReport"]
+
+
+@dataclass(frozen=True, slots=True)
+class TickReport:
+    """What one tick did.
+
+    ``changed`` counts state changes (0 means the tick was a fixed point: nothing can move
+    without outside input or time). ``digest`` is set when the world tracks digests every
+    tick (a journal is recording, or ``World(track_digests=True)``); ``world.digest()``
+    gives it on demand otherwise.
+    """
+
+    tick: int
+    now: float
+    inputs: int
+    stepped: int
+    changed: int
+    digest: str | None = None

@@ -1,0 +1,259 @@
+"""The tick thread's state: agent records, the per-phase index sets, and the effects seam.
+
+Only the tick thread touches a ``WorldState`` (other threads go through the inbox). Systems
+read and change it; the world owns it. A tick costs O(what changed): every set here holds
+only the agents that have something to do, so an idle agent costs nothing per tick.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from components import (
+    Agent,
+    AgentSpec,
+    History,
+    InteractionKind,
+    InteractionRequest,
+    Status,
+    StatusKind,
+    ToolCall,
+    ToolResult,
+    TurnState,
+)
+from runtime.cancel import InterruptHandle
+from runtime.models.base import ModelRequest
+from runtime.world.actions import Action
+from runtime.world.behaviors import BehaviorRegistry
+
+__all__ = ["AgentRecord", "Effects", "PendingBatch", "Throw", "WorldState"]
+
+
+class Effects(Protocol):
+    """The side effects the tick thread asks for. Live: lanes and hub. Replay: nothing,
+    because every outcome of these effects arrives from the journal as an input."""
+
+    def think(self, agent_id: str, ref: str, request: ModelRequest, cancel: Any) -> None:
+        """Run a model call on the inference lane; its outcome arrives as an input."""
+
+    def run_tools(self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: Any) -> None:
+        """Run a batch of tool calls on the tool lane; its outcome arrives as an input."""
+
+    def open_prompt(self, agent_id: str, request: InteractionRequest) -> None:
+        """Open a prompt in the hub; its open and settlement arrive as inputs."""
+
+    def cancel_prompt(self, request_id: str) -> None:
+        """Settle a prompt as cancelled (the settlement arrives as an input)."""
+
+    def cancel_prompts_of(self, agent_id: str) -> None:
+        """Settle every open prompt of an agent as cancelled."""
+
+    def expire_prompts(self, now: float) -> None:
+        """Settle every prompt whose deadline has passed."""
+
+    def requires_approval(self, tool: str) -> bool:
+        """Whether calls of ``tool`` need a person's approval first."""
+
+
+@dataclass(frozen=True, slots=True)
+class Throw:
+    """A ``send_value`` that is thrown into the behaviour instead of sent."""
+
+    error: BaseException
+
+
+class PendingBatch:
+    """A ``CallTools`` in progress: approvals still open, and results known so far."""
+
+    __slots__ = ("approvals", "calls", "ref", "results")
+
+    def __init__(self, ref: str, calls: tuple[ToolCall, ...]) -> None:
+        self.ref = ref
+        self.calls = calls
+        self.approvals: dict[str, str] = {}  # open approval prompt id -> call id
+        self.results: dict[str, ToolResult] = {}  # call id -> result (denials, outcomes)
+
+    def final(self) -> list[ToolResult]:
+        """One result per call, in call order (rule: every call gets exactly one)."""
+        missing = "no result was reported for this call"
+        return [self.results.get(c.id) or ToolResult(c.id, error=missing) for c in self.calls]
+
+
+class AgentRecord:
+    """The tick thread's handle on one agent: its components and its runtime extras.
+
+    Components live in esper; this record holds references to them so the hot path
+    never queries esper by id. Extras are made lazily (a ``random.Random`` alone is
+    ~2.5 KB), because a world may hold 100k mostly idle agents.
+    """
+
+    __slots__ = (
+        "agent",
+        "children",
+        "digest",
+        "entity",
+        "fn",
+        "handle",
+        "hist_hash",
+        "hist_hashed",
+        "history",
+        "id",
+        "mailbox",
+        "ordinal",
+        "paused_from",
+        "prompts",
+        "result",
+        "rng",
+        "sleep_seq",
+        "spec",
+        "status",
+        "turn",
+    )
+
+    def __init__(
+        self,
+        ordinal: int,
+        entity: int,
+        agent: Agent,
+        spec: AgentSpec,
+        status: Status,
+        turn: TurnState,
+        history: History,
+        fn: Callable[..., Any],
+    ) -> None:
+        self.ordinal = ordinal
+        self.id = agent.id
+        self.entity = entity
+        self.agent = agent
+        self.spec = spec
+        self.status = status
+        self.turn = turn
+        self.history = history
+        self.fn = fn
+        self.handle: InterruptHandle | None = None
+        self.rng: random.Random | None = None
+        self.mailbox: deque[Any] | None = None
+        # Open prompts of this agent, as mirrored from the hub's change events (inputs).
+        self.prompts: dict[str, InteractionKind] | None = None
+        self.result: Any = None
+        self.paused_from: StatusKind | None = None
+        self.children: list[str] | None = None
+        # The chained hash of the first `hist_hashed` history entries; entries are only
+        # ever appended, so the rest are folded in lazily (runtime.digest.history_hash).
+        self.hist_hash = b""
+        self.hist_hashed = 0
+        self.digest = 0
+        self.sleep_seq = 0
+
+    def __repr__(self) -> str:
+        return f"<AgentRecord {self.id} {self.status.kind.value} {self.turn.phase.value}>"
+
+
+class WorldState:
+    """Everything the systems share, owned by the world and touched only by its tick."""
+
+    def __init__(
+        self, *, seed: int, effects: Effects, behaviors: BehaviorRegistry, now: float
+    ) -> None:
+        self.seed = seed
+        self.effects = effects
+        self.behaviors = behaviors
+        self.tick = 0
+        self.now = now
+        self.records: dict[str, AgentRecord] = {}
+        self.created: list[str] = []  # agents created since the world last looked
+        self.next_ordinal = 0
+        # This tick's inputs, in sequence order; outcomes are set aside for CollectOutcomes.
+        self.inputs: list[tuple[int, object]] = []
+        self.outcomes: list[tuple[int, object]] = []
+        # Per-phase index sets, keyed by ordinal (spawn order) so that sorting is cheap and
+        # iteration order is deterministic whatever order esper or a set would give.
+        self.ready: dict[int, AgentRecord] = {}
+        # Paused while they had something to do. Invariant: a paused agent is in `held`,
+        # never in `ready` (pausing moves it; `make_ready` and waking sleepers honour it).
+        self.held: dict[int, AgentRecord] = {}
+        # Sleepers bucketed by deadline: a heap of distinct deadlines, and per deadline the
+        # (seq, rec) that sleep until it. Agents that sleep alike share a deadline (a
+        # simulation's agents all sleep 1 s from the same tick), so waking them pops one
+        # heap item per bucket instead of one per agent with tuple compares on ties.
+        # An entry is stale once `rec.sleep_seq != seq` (the sleep was abandoned).
+        self.sleepers: list[float] = []
+        self.sleep_buckets: dict[float, list[tuple[int, AgentRecord]]] = {}
+        self.sleep_seq = 0
+        self.lane_waiting: dict[int, AgentRecord] = {}  # awaiting a model or tool outcome
+        self.to_abort: list[AgentRecord] = []
+        self.to_interrupt: list[AgentRecord] = []
+        self.to_dispatch: list[tuple[AgentRecord, Action]] = []
+        self.prompt_changed: dict[int, AgentRecord] = {}
+        self.joiners: dict[str, list[AgentRecord]] = {}
+        # Changed since the last digest (for the incremental digest), and this tick.
+        self.dirty: dict[int, AgentRecord] = {}
+        self.changed_this_tick = 0
+        self.stepped = 0
+        self.stale_dropped = 0
+
+    def touch(self, rec: AgentRecord) -> None:
+        """Note that ``rec``'s state changed (for the digest and the fixed-point test)."""
+        self.dirty[rec.ordinal] = rec
+        self.changed_this_tick += 1
+
+    def try_record(self, agent_id: str) -> AgentRecord | None:
+        """The record of ``agent_id``, or None if the world has no such agent (yet)."""
+        return self.records.get(agent_id)
+
+    def agent_rng(self, rec: AgentRecord) -> random.Random:
+        """The agent's own random stream, made on first use from the seed and the id."""
+        if rec.rng is None:
+            # A str seed goes through sha512: the same on every run, whatever PYTHONHASHSEED.
+            rec.rng = random.Random(f"{self.seed}/{rec.id}")
+        return rec.rng
+
+    def add_sleeper(self, rec: AgentRecord, deadline: float) -> None:
+        """Wake ``rec`` at ``deadline`` (any earlier sleep of it becomes stale)."""
+        seq = self.sleep_seq = self.sleep_seq + 1
+        rec.sleep_seq = seq
+        bucket = self.sleep_buckets.get(deadline)
+        if bucket is None:
+            self.sleep_buckets[deadline] = [(seq, rec)]
+            heapq.heappush(self.sleepers, deadline)
+        else:
+            bucket.append((seq, rec))
+
+    def wake_sleepers(self) -> None:
+        """Move every sleeper whose deadline has passed to ``ready``."""
+        heap, buckets, now, ready = self.sleepers, self.sleep_buckets, self.now, self.ready
+        paused = StatusKind.PAUSED
+        while heap and heap[0] <= now:
+            for seq, rec in buckets.pop(heapq.heappop(heap)):
+                if rec.sleep_seq == seq:  # else a stale entry: the sleep was abandoned
+                    (self.held if rec.status.kind is paused else ready)[rec.ordinal] = rec
+
+    def make_ready(self, rec: AgentRecord) -> None:
+        """Queue ``rec`` to step next (held instead while it is paused).
+
+        Invariant: a paused agent is never in ``ready``, so the step loop need not ask.
+        """
+        if rec.status.kind is StatusKind.PAUSED:
+            self.held[rec.ordinal] = rec
+        else:
+            self.ready[rec.ordinal] = rec
+
+    def next_timer(self) -> float | None:
+        """The earliest live sleep deadline, or None (drops stale entries)."""
+        heap, buckets = self.sleepers, self.sleep_buckets
+        while heap:
+            bucket = buckets[heap[0]]
+            seq, rec = bucket[0]
+            if rec.sleep_seq == seq:
+                return heap[0]
+            live = [entry for entry in bucket if entry[1].sleep_seq == entry[0]]
+            if live:
+                buckets[heap[0]] = live
+                return heap[0]
+            del buckets[heapq.heappop(heap)]
+        return None

@@ -1,0 +1,53 @@
+"""Host timers: functions a host schedules in world time, run on the tick thread.
+
+A heap of ``(when, seq, fn)`` under its own lock (hosts add timers from any thread); the
+sequence number keeps timers due at the same time in the order they were added.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+
+__all__ = ["HostTimers"]
+
+log = logging.getLogger("tickwork.world")
+
+
+class HostTimers:
+    """The world's host timers: ``add`` from any thread, ``run_due`` on the tick thread."""
+
+    __slots__ = ("_heap", "_lock", "_seq")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Callable[[], object]]] = []
+        self._seq = itertools.count()
+        self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def add(self, when: float, fn: Callable[[], object]) -> None:
+        """Schedule ``fn`` for the first tick whose time is >= ``when``."""
+        with self._lock:
+            heapq.heappush(self._heap, (when, next(self._seq), fn))
+
+    def next_due(self) -> float | None:
+        """When the earliest timer is due, or None when there is none."""
+        with self._lock:
+            return self._heap[0][0] if self._heap else None
+
+    def run_due(self, now: float) -> None:
+        """Run every timer due at ``now``, in order; one that raises is logged."""
+        due = []
+        with self._lock:
+            while self._heap and self._heap[0][0] <= now:
+                due.append(heapq.heappop(self._heap)[2])
+        for fn in due:
+            try:
+                fn()
+            except Exception:
+                log.exception("timer %r raised", fn)

@@ -1,0 +1,372 @@
+"""The control channel: token, permissions, error replies, fuzzing, and steering a live world."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runtime import Ask, InteractionRequest, Sleep, StatusKind, World, __version__
+from runtime.control import MAX_CLIENTS, MAX_LINE, ControlClient, ControlServer, default_state_dir
+from runtime.errors import ControlError
+from runtime.world.inputs import CancelAgent, InterruptAgent, PauseAgent, ResumeAgent, SendMessage
+from tests.conftest import wait_for
+
+ACTING = (PauseAgent, ResumeAgent, CancelAgent, InterruptAgent, SendMessage)
+
+
+def asker(turn):
+    """Ask a question and return the answer."""
+    answer = yield Ask(InteractionRequest.free_text("", "name?"))
+    return answer.value
+
+
+def sleeper(turn):
+    """Sleep for an hour of real time (a test interrupts or cancels it)."""
+    yield Sleep(3600)
+    return "rested"
+
+
+@dataclass
+class Served:
+    world: World
+    server: ControlServer
+    state: Path
+    applied: list[object]
+
+    def client(self) -> ControlClient:
+        return ControlClient(self.state, timeout=10)
+
+    def raw(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(10)
+        sock.connect(str(self.state / "control.sock"))
+        return sock
+
+    @property
+    def token(self) -> str:
+        return (self.state / "token").read_text().strip()
+
+
+def short_state_dir() -> Path:
+    """A state dir short enough for a Unix socket path (pytest's tmp_path can be too long)."""
+    return Path(tempfile.mkdtemp(prefix="tw-", dir="/tmp")) / "state"
+
+
+@pytest.fixture
+def state() -> Iterator[Path]:
+    """A fresh, short state dir, removed after the test."""
+    path = short_state_dir()
+    yield path
+    shutil.rmtree(path.parent, ignore_errors=True)
+
+
+@pytest.fixture
+def served(state: Path) -> Iterator[Served]:
+    world = World(seed=1, interaction_timeout_secs=0)
+    applied: list[object] = []
+    world.observe(lambda report, inputs: applied.extend(item for _, item in inputs))
+    world.spawn(asker, agent_id="asker")
+    world.spawn(sleeper, agent_id="sleeper")
+    server = ControlServer(world, state)
+    try:
+        server.start()
+        world.start()
+        wait_for(lambda: len(world.hub.pending()) == 1, what="the asker's prompt to open")
+        wait_for(lambda: world.status("sleeper").kind is StatusKind.ACTIVE, what="the sleeper")
+        yield Served(world, server, state, applied)
+    finally:
+        server.close()
+        world.close()
+
+
+def read_reply(sock: socket.socket) -> dict:
+    buf = b""
+    while not buf.endswith(b"\n"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    return json.loads(buf)
+
+
+def test_the_socket_and_token_are_0600_and_the_state_dir_0700(served):
+    for name in ("control.sock", "token"):
+        mode = stat.S_IMODE(os.stat(served.state / name).st_mode)
+        assert mode == 0o600, f"{name} is {oct(mode)}"
+    assert stat.S_ISSOCK(os.stat(served.state / "control.sock").st_mode)
+    assert stat.S_IMODE(os.stat(served.state).st_mode) == 0o700
+
+
+def test_the_socket_is_born_0600_not_tightened_after_binding(monkeypatch, state):
+    # With chmod disabled, only the umask held around bind() can make the mode right: no
+    # moment exists in which another user could connect.
+    monkeypatch.setattr(os, "chmod", lambda *args, **kwargs: None)
+    with World() as world, ControlServer(world, state):
+        mode = stat.S_IMODE(os.stat(state / "control.sock").st_mode)
+    assert mode == 0o600, oct(mode)
+
+
+def test_a_loose_existing_state_dir_is_tightened_to_0700(state):
+    state.mkdir(mode=0o755, parents=True)
+    os.chmod(state, 0o755)
+    with World(interaction_timeout_secs=0) as world, ControlServer(world, state):
+        assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
+
+
+def test_the_token_is_random_per_server(state):
+    tokens = []
+    for _ in range(2):
+        with World() as world, ControlServer(world, state):
+            tokens.append((state / "token").read_text().strip())
+    assert tokens[0] != tokens[1] and len(tokens[0]) == 64
+
+
+def test_a_second_server_on_the_same_state_dir_refuses_to_start(served):
+    with World() as other, pytest.raises(ControlError, match="already running on state dir"):
+        ControlServer(other, served.state).start()
+    with served.client() as client:  # the first one is untouched
+        assert client.request("ping")["pong"] is True
+
+
+def test_closing_removes_the_socket_and_token_and_frees_the_state_dir(state):
+    with World() as world:
+        server = ControlServer(world, state)
+        server.start()
+        server.close()
+        assert not (state / "control.sock").exists()
+        assert not (state / "token").exists()
+        with ControlServer(world, state), ControlClient(state) as client:
+            assert client.request("ping")["ok"] is True
+
+
+def test_a_client_without_a_server_gets_a_clear_error(state):
+    with pytest.raises(ControlError, match="no `tickwork serve` is running on state dir"):
+        ControlClient(state)
+
+
+def test_each_bad_request_gets_a_clear_error_and_the_connection_keeps_serving(served):
+    token = served.token
+    cases = [
+        (b"{not json", "bad_json"),
+        (b"\xff\xfe", "bad_json"),
+        (b"[1, 2]", "bad_request"),
+        (json.dumps({"token": token}).encode(), "missing_field"),
+        (json.dumps({"token": token, "op": "fly"}).encode(), "unknown_op"),
+        (json.dumps({"token": token, "op": "pause"}).encode(), "missing_field"),
+        (json.dumps({"token": token, "op": "pause", "agent": 5}).encode(), "bad_field"),
+        (json.dumps({"token": token, "op": "pause", "agent": "nobody"}).encode(), "unknown_agent"),
+        (json.dumps({"token": token, "op": "answer", "request_id": "x"}).encode(), "no_prompt"),
+    ]
+    with contextlib.closing(served.raw()) as sock:
+        for line, code in cases:
+            sock.sendall(line + b"\n")
+            reply = read_reply(sock)
+            assert reply["ok"] is False
+            assert reply["code"] == code, reply
+            assert reply["error"]
+        sock.sendall(json.dumps({"token": token, "op": "ping", "id": 7}).encode() + b"\n")
+        assert read_reply(sock) == {"ok": True, "pong": True, "version": __version__, "id": 7}
+    assert not [item for item in served.applied if isinstance(item, ACTING)]
+
+
+def test_a_wrong_token_is_refused_closes_the_connection_and_never_acts(served):
+    with contextlib.closing(served.raw()) as sock:
+        request = {"token": "0" * 64, "op": "cancel", "agent": "sleeper"}
+        sock.sendall(json.dumps(request).encode() + b"\n")
+        assert read_reply(sock)["code"] == "unauthorized"
+        assert sock.recv(1) == b""  # closed by the server
+    with served.client() as client:
+        client.request("ping")
+    assert served.world.status("sleeper").kind is StatusKind.ACTIVE
+    assert not [item for item in served.applied if isinstance(item, ACTING)]
+
+
+def test_an_oversized_line_is_refused_and_other_clients_are_still_served(served):
+    with served.client() as steady, contextlib.closing(served.raw()) as sock:
+        sock.sendall(b"x" * (MAX_LINE + 10))
+        reply = read_reply(sock)
+        assert reply["code"] == "too_large"
+        assert sock.recv(1) == b""
+        assert steady.request("ping")["ok"] is True
+
+
+def test_one_client_too_many_gets_a_busy_reply(served):
+    socks = []
+    try:
+        for n in range(1, MAX_CLIENTS + 1):
+            socks.append(served.raw())
+            wait_for(lambda n=n: len(served.server._clients) == n, what=f"client {n}")
+        with served.client() as client, pytest.raises(ControlError, match="too many clients"):
+            client.request("ping")
+    finally:
+        for sock in socks:
+            sock.close()
+    wait_for(lambda: len(served.server._clients) == 0, what="the clients to be let go")
+    with served.client() as client:
+        assert client.request("ping")["ok"] is True
+
+
+def _request_for(op: str) -> dict:
+    return {
+        "op": op,
+        "agent": "sleeper",
+        "text": "hi",
+        "request_id": "asker/t1/p1",
+        "value": "mallory",
+    }
+
+
+acting_ops = st.sampled_from(["cancel", "pause", "interrupt", "send", "answer", "cancel_prompt"])
+fuzz = st.one_of(
+    st.binary(max_size=300).map(lambda b: b + b"\n"),
+    st.binary(min_size=1, max_size=200).filter(lambda b: b"\n" not in b),  # no newline at all
+    st.tuples(acting_ops, st.text(max_size=70)).map(
+        lambda t: json.dumps({**_request_for(t[0]), "token": t[1]}).encode() + b"\n"
+    ),
+    st.tuples(acting_ops, st.none()).map(lambda t: json.dumps(_request_for(t[0])).encode() + b"\n"),
+    st.tuples(acting_ops, st.integers(min_value=1)).map(("truncated",).__add__),
+    st.integers(min_value=MAX_LINE + 1, max_value=3 * MAX_LINE).map(lambda n: b"{" * n + b"\n"),
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(payloads=st.lists(fuzz, min_size=1, max_size=4))
+def test_the_server_survives_fuzz_keeps_serving_and_never_acts_unauthorised(served, payloads):
+    token = served.token
+    with served.client() as steady, contextlib.closing(served.raw()) as sock:
+        for payload in payloads:
+            data = payload
+            if isinstance(payload, tuple):  # a real request with the right token, cut short
+                full = json.dumps({**_request_for(payload[1]), "token": token}).encode()
+                data = full[: payload[2] % len(full)] + b"\n"
+            with contextlib.suppress(OSError):
+                sock.sendall(data)
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)
+        received = b""
+        with contextlib.suppress(OSError):
+            while chunk := sock.recv(65536):
+                received += chunk
+        for line in received.splitlines():
+            reply = json.loads(line)
+            assert reply["ok"] is False and reply["code"] and reply["error"]
+        assert steady.request("ping")["ok"] is True
+    assert not [item for item in served.applied if isinstance(item, ACTING)]
+    assert served.world.hub.try_request("asker/t1/p1") is not None
+    assert served.world.status("asker").kind is StatusKind.WAITING
+    assert served.world.status("sleeper").kind is StatusKind.ACTIVE
+
+
+def test_answering_through_the_channel_completes_the_agent(served):
+    with served.client() as client:
+        (prompt,) = client.request("prompts")["prompts"]
+        assert prompt == {
+            "id": "asker/t1/p1",
+            "agent": "asker",
+            "kind": "free_text",
+            "prompt": "name?",
+            "choices": [],
+            "stage": "",
+        }
+        reply = client.request("answer", request_id=prompt["id"], value="ada")
+        assert reply["answered"] == "asker/t1/p1"
+    wait_for(lambda: served.world.status("asker").kind is StatusKind.COMPLETE, what="asker")
+    assert served.world.result("asker") == "ada"
+
+
+def test_interrupt_then_cancel_act_on_a_live_agent(served):
+    world = served.world
+    with served.client() as client:
+        client.request("interrupt", agent="sleeper")
+        wait_for(lambda: world.status("sleeper").kind is StatusKind.IDLE, what="interrupt")
+        client.request("cancel", agent="sleeper")
+        wait_for(lambda: world.status("sleeper").kind is StatusKind.CANCELLED, what="cancel")
+        agents = {a["id"]: a["status"] for a in client.request("agents")["agents"]}
+    assert agents == {"asker": "waiting", "sleeper": "cancelled"}
+
+
+def test_stats_report_lanes_agents_and_prompts(served):
+    with served.client() as client:
+        stats = client.request("stats")
+    assert stats["agents"]["waiting"] == 1
+    assert stats["lanes"]["tools"]["capacity"] == 8
+    assert stats["hub"]["open"] == 1
+
+
+def test_subscribers_get_every_applied_input_as_an_event(served):
+    events: list[dict] = []
+
+    def listen() -> None:
+        with served.client() as client:
+            for event in client.subscribe():
+                events.append(event)
+
+    thread = threading.Thread(target=listen)
+    thread.start()
+    try:
+        wait_for(lambda: len(served.server._subscribers) == 1, what="the subscription")
+        with served.client() as client:
+            client.request("pause", agent="sleeper")
+            client.request("cancel_prompt", request_id="asker/t1/p1")
+        wait_for(lambda: len(events) >= 2, what="two events")
+    finally:
+        served.server.close()
+        thread.join(timeout=10)
+    kinds = [(e["kind"], e["data"].get("agent_id")) for e in events if e["event"] == "input"]
+    assert ("pause", "sleeper") in kinds
+    assert any(kind == "prompt_settled" for kind, _ in kinds)
+    assert events[-1] == {"event": "closed"}
+
+
+def test_the_default_state_dir_prefers_the_environment(monkeypatch):
+    monkeypatch.setenv("TICKWORK_STATE_DIR", "/x/y")
+    assert default_state_dir() == Path("/x/y")
+    monkeypatch.delenv("TICKWORK_STATE_DIR")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/5")
+    assert default_state_dir() == Path("/run/user/5/tickwork")
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    assert default_state_dir().name == f"tickwork-{os.getuid()}"
+
+
+def test_a_refusal_sent_before_the_client_speaks_is_read_not_lost(state):
+    """The server replies 'busy' and closes at once; the client's send then fails, but the
+    reply explaining why is already waiting and must be what the caller sees."""
+    state.mkdir(mode=0o700)
+    (state / "token").write_text("t0k3n\n")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(state / "control.sock"))
+    listener.listen(1)
+    closed = threading.Event()
+
+    def refuse() -> None:
+        conn, _ = listener.accept()
+        reply = {"ok": False, "code": "busy", "error": "too many clients"}
+        conn.sendall(json.dumps(reply).encode() + b"\n")
+        conn.close()
+        closed.set()
+
+    thread = threading.Thread(target=refuse)
+    thread.start()
+    with ControlClient(state, timeout=5) as client:
+        assert closed.wait(timeout=5)
+        with pytest.raises(ControlError, match="too many clients"):
+            client.request("ping")
+    thread.join(timeout=5)
+    listener.close()

@@ -1,0 +1,894 @@
+"""The tool lane: bounded, counted, fair to parked jobs, and never deadlocked by a prompt."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from components import InteractionRequest, InteractionResponse, LaneStats, ToolCall, ToolResult
+from runtime import hub as hub_module
+from runtime.cancel import Cancelled, CancelToken
+from runtime.errors import ConfigError, LaneClosedError
+from runtime.hub import InteractionHub
+from runtime.lane import ToolJob, ToolLane, ToolOutcome, off_lane
+from runtime.lane.core import Entry
+from runtime.tools import ShellTool, ToolRegistry
+from runtime.wake import Wake
+from tests.test_cancel import _process_group_alive
+from tests.test_process import _alive
+
+WAIT = 5.0  # the longest any wait here may take before it counts as a hang
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
+    """Poll ``predicate`` until it holds; fail (never hang) after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.001)
+
+
+def check_balance(s: LaneStats) -> None:
+    """Every gauge is >= 0 and the counter identities of `runtime.lane.core` hold."""
+    for name in LaneStats.__slots__:
+        value = getattr(s, name)
+        if isinstance(value, int):
+            assert value >= 0, f"{name} went negative: {s}"
+    assert s.enqueued == s.started + s.abandoned + s.queued, s
+    assert s.started == s.finished + s.failed + s.dropped + s.busy + s.parked, s
+    assert s.parks >= s.resumes + s.parked, s
+    assert s.parks - s.resumes - s.parked <= s.dropped, s  # only cancelled jobs end parked
+    assert s.busy <= s.capacity, s
+    assert s.peak_busy <= s.started, s
+
+
+def result(batch_id: str, output: object = None) -> list[ToolResult]:
+    return [ToolResult(f"{batch_id}-call", output=output)]
+
+
+class Outcomes:
+    """An ``on_outcome`` that keeps outcomes and lets a test wait for them."""
+
+    def __init__(self) -> None:
+        self.items: queue.Queue[ToolOutcome] = queue.Queue()
+
+    def __call__(self, outcome: ToolOutcome) -> None:
+        self.items.put(outcome)
+
+    def take(self, n: int = 1) -> list[ToolOutcome]:
+        return [self.items.get(timeout=WAIT) for _ in range(n)]
+
+    def none_left(self) -> bool:
+        return self.items.empty()
+
+
+@pytest.fixture
+def make_lane() -> Iterator[Callable[..., ToolLane]]:
+    lanes: list[ToolLane] = []
+
+    def make(capacity: int = 1, **kwargs: object) -> ToolLane:
+        lane = ToolLane(capacity, **kwargs)  # type: ignore[arg-type]
+        lanes.append(lane)
+        return lane
+
+    yield make
+    for lane in lanes:
+        lane.close(timeout=WAIT)
+        check_balance(lane.stats())
+
+
+def blocker(started: threading.Event | None, release: threading.Event, batch_id: str):
+    """A job body that signals it started and then holds its permit until released."""
+
+    def run(cancel: CancelToken) -> list[ToolResult]:
+        if started is not None:
+            started.set()
+        assert release.wait(WAIT), "never released"
+        return result(batch_id)
+
+    return run
+
+
+def test_the_lane_runs_batches_and_reports_each_one_then_nudges_the_wake(make_lane):
+    outcomes, wake = Outcomes(), Wake()
+    lane = make_lane(2, on_outcome=outcomes, wake=wake)
+    calls = (ToolCall("c1", "t"), ToolCall("c2", "t"))
+    for i in range(5):
+        lane.submit(ToolJob("a1", f"b{i}", lambda c, i=i: result(f"b{i}", i), calls))
+    got = sorted(outcomes.take(5), key=lambda o: o.batch_id)
+    assert [(o.agent_id, o.batch_id, o.results) for o in got] == [
+        ("a1", f"b{i}", tuple(result(f"b{i}", i))) for i in range(5)
+    ]
+    assert all(o.elapsed >= 0 for o in got)
+    wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
+    assert wake.notifies == 5
+    s = lane.stats()
+    assert (s.enqueued, s.started, s.finished, s.name) == (5, 5, 5, "tools")
+    check_balance(s)
+
+
+def test_an_outcome_is_delivered_before_the_job_stops_counting_as_in_flight(make_lane):
+    seen: list[LaneStats] = []
+    lane = make_lane(1, on_outcome=lambda o: seen.append(lane.stats()))
+    lane.submit(ToolJob("a", "b", lambda c: result("b")))
+    wait_until(lambda: lane.stats().finished == 1, "the job to finish")
+    assert len(seen) == 1
+    assert (seen[0].busy, seen[0].finished, seen[0].in_flight) == (1, 0, 1)
+
+
+def test_the_lane_runs_batches_concurrently_up_to_its_cap_and_not_beyond(make_lane):
+    lane = make_lane(3, on_outcome=Outcomes())
+    three = threading.Barrier(3, timeout=WAIT)
+    release = threading.Event()
+
+    def run(cancel: CancelToken) -> list[ToolResult]:
+        three.wait()  # passes only if three jobs run at the same time
+        assert release.wait(WAIT)
+        return result("x")
+
+    for i in range(3):
+        lane.submit(ToolJob("a", f"b{i}", run))
+    for i in range(3, 5):
+        lane.submit(ToolJob("a", f"b{i}", blocker(None, release, "x")))
+    wait_until(lambda: lane.stats().busy == 3, "three running")
+    s = lane.stats()
+    assert (s.queued, s.saturated, s.peak_busy) == (2, True, 3)
+    release.set()
+    wait_until(lambda: lane.stats().in_flight == 0, "all five")
+    assert (lane.stats().finished, lane.stats().peak_busy) == (5, 3)
+
+    four = threading.Barrier(4, timeout=0.5)  # bounded: a cap of 3 never hosts four
+    outcomes: list[str] = []
+
+    def run4(cancel: CancelToken) -> list[ToolResult]:
+        try:
+            four.wait()
+        except threading.BrokenBarrierError:
+            outcomes.append("broke")
+        else:
+            outcomes.append("met")
+        return result("y")
+
+    for i in range(4):
+        lane.submit(ToolJob("a", f"c{i}", run4))
+    wait_until(lambda: lane.stats().in_flight == 0, "the four to end")
+    assert outcomes == ["broke"] * 4
+    assert lane.stats().peak_busy == 3
+
+
+def test_a_zero_width_lane_is_clamped_to_one(make_lane):
+    assert make_lane(-3).capacity == 1
+    outcomes = Outcomes()
+    lane = make_lane(0, on_outcome=outcomes)
+    assert lane.capacity == 1 and lane.stats().capacity == 1
+    lane.submit(ToolJob("a", "b", lambda c: result("b")))
+    assert outcomes.take()[0].batch_id == "b"
+
+
+def test_a_parked_batch_lets_the_batch_it_waits_on_run(make_lane):
+    hub = InteractionHub(timeout_secs=30)
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    question = InteractionRequest.free_text("q1", "go ahead?")
+
+    def ask(cancel: CancelToken) -> list[ToolResult]:
+        return result("A", hub.ask("agent-a", question).value)
+
+    def answer(cancel: CancelToken) -> list[ToolResult]:
+        return result("B", hub.answer(InteractionResponse.text("q1", "yes")))
+
+    try:
+        lane.submit(ToolJob("agent-a", "A", ask))
+        wait_until(lambda: lane.stats().parked == 1, "A to park")
+        s = lane.stats()
+        assert (s.busy, s.parked) == (0, 1)
+        assert hub.pending() == [("agent-a", question)]
+        lane.submit(ToolJob("agent-b", "B", answer))
+        got = {o.batch_id: o.results[0].output for o in outcomes.take(2)}
+    finally:
+        hub.close()
+    assert got == {"A": "yes", "B": True}
+    s = lane.stats()
+    assert (s.parks, s.resumes, s.finished, s.peak_busy) == (1, 1, 2, 1)
+
+
+def test_the_same_wait_not_off_the_lane_deadlocks_until_the_prompt_expires(make_lane, monkeypatch):
+    # The hub's ask without its `off_lane`: A holds the only permit while it waits for an
+    # answer that only B, queued behind it, can give. The hub's 0.5 s expiry bounds it.
+    monkeypatch.setattr(hub_module, "off_lane", contextlib.nullcontext)
+    hub = InteractionHub(timeout_secs=0.5)
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    question = InteractionRequest.free_text("q1", "go ahead?")
+    lane.submit(ToolJob("a", "A", lambda c: result("A", hub.ask("a", question).value)))
+    wait_until(lambda: hub.pending() != [], "A to ask")
+    lane.submit(
+        ToolJob("b", "B", lambda c: result("B", hub.answer(InteractionResponse.text("q1", "y"))))
+    )
+    s = lane.stats()
+    assert (s.busy, s.parked, s.queued, s.saturated) == (1, 0, 1, True)
+    got = [(o.batch_id, o.results[0].output) for o in outcomes.take(2)]
+    assert got == [("A", ""), ("B", False)]  # A got the neutral expiry; B's answer came late
+
+
+def test_a_resumed_batch_waits_for_a_permit_and_comes_before_queued_ones(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    log: list[str] = []
+    parked, leave, b_started, b_release = (threading.Event() for _ in range(4))
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        with off_lane():
+            log.append("A parked")
+            parked.set()
+            assert leave.wait(WAIT)
+        log.append("A back")
+        return result("A")
+
+    def b(cancel: CancelToken) -> list[ToolResult]:
+        log.append("B start")
+        b_started.set()
+        assert b_release.wait(WAIT)
+        log.append("B end")
+        return result("B")
+
+    lane.submit(ToolJob("a", "A", a))
+    assert parked.wait(WAIT)
+    lane.submit(ToolJob("b", "B", b))
+    assert b_started.wait(WAIT)
+    leave.set()
+    # White-box: the only sign that A is waiting (rather than about to) is the lane's list.
+    wait_until(lambda: len(lane._resumers) == 1, "A to wait for a permit")
+    s = lane.stats()
+    assert (s.busy, s.parked) == (1, 1) and "A back" not in log
+    lane.submit(ToolJob("c", "C", lambda c: log.append("C start") or result("C")))
+    assert lane.stats().queued == 1
+    b_release.set()
+    outcomes.take(3)
+    assert log == ["A parked", "B start", "B end", "A back", "C start"]
+    s = lane.stats()
+    assert (s.parks, s.resumes, s.peak_busy, s.in_flight) == (1, 1, 1, 0)
+
+
+def test_off_lane_outside_a_lane_just_runs_the_block():
+    ran = []
+    with off_lane():
+        ran.append(1)
+    with pytest.raises(KeyError), off_lane():
+        raise KeyError("passes through")
+    assert ran == [1]
+
+
+def test_nested_off_lane_blocks_park_once(make_lane):
+    lane = make_lane(1, on_outcome=Outcomes())
+    seen: list[tuple[int, int]] = []
+
+    def run(cancel: CancelToken) -> list[ToolResult]:
+        with off_lane():
+            with off_lane():
+                s = lane.stats()
+                seen.append((s.busy, s.parked))
+            s = lane.stats()
+            seen.append((s.busy, s.parked))
+        s = lane.stats()
+        seen.append((s.busy, s.parked))
+        return result("n")
+
+    lane.submit(ToolJob("a", "n", run))
+    wait_until(lambda: lane.stats().finished == 1, "the job")
+    assert seen == [(0, 1), (0, 1), (1, 0)]
+    assert (lane.stats().parks, lane.stats().resumes) == (1, 1)
+
+
+def test_a_batch_cancelled_while_queued_never_runs(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    release, ran = threading.Event(), []
+    lane.submit(ToolJob("a", "A", blocker(None, release, "A")))
+    queued = ToolJob("b", "B", lambda c: ran.append("B") or result("B"))
+    lane.submit(queued)
+    assert lane.stats().queued == 1
+    queued.cancel.cancel("not needed")
+    s = lane.stats()  # removed at once, not when a worker gets to it
+    assert (s.queued, s.abandoned, s.saturated) == (0, 1, False)
+    already = CancelToken()
+    already.cancel()
+    lane.submit(ToolJob("c", "C", lambda c: ran.append("C") or result("C"), cancel=already))
+    release.set()
+    assert [o.batch_id for o in outcomes.take()] == ["A"]
+    wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
+    assert ran == [] and outcomes.none_left()
+    s = lane.stats()
+    assert (s.enqueued, s.started, s.abandoned) == (3, 1, 2)
+
+
+def test_many_cancelled_queued_batches_are_compacted_away(make_lane):
+    lane = make_lane(1, on_outcome=Outcomes())
+    release = threading.Event()
+    lane.submit(ToolJob("a", "A", blocker(None, release, "A")))
+    jobs = [ToolJob("a", f"q{i}", lambda c: result("q")) for i in range(1000)]
+    for job in jobs:
+        lane.submit(job)
+    for job in jobs[:-1]:
+        job.cancel.cancel()
+    assert lane.stats().queued == 1
+    assert len(lane._queue) < 200  # white-box: cancelled entries do not pile up
+    release.set()
+    wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
+    assert (lane.stats().finished, lane.stats().abandoned) == (2, 999)
+
+
+def test_a_cancelled_running_batch_frees_the_lane_and_reports_nothing(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    started = threading.Event()
+    job_a = ToolJob("a", "A", lambda c: (started.set(), c.wait(WAIT)) and result("A", c.cancelled))
+    lane.submit(job_a)
+    lane.submit(ToolJob("b", "B", lambda c: result("B")))
+    assert started.wait(WAIT)
+    job_a.cancel.cancel("interrupted")
+    assert [o.batch_id for o in outcomes.take()] == ["B"]
+    wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
+    s = lane.stats()
+    assert (s.dropped, s.finished, s.failed) == (1, 1, 0)
+    assert outcomes.none_left()
+
+
+def test_a_job_that_raises_cancelled_is_dropped(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+
+    def run(cancel: CancelToken) -> list[ToolResult]:
+        raise Cancelled("gave up")
+
+    lane.submit(ToolJob("a", "A", run, (ToolCall("c1", "t"),)))
+    lane.submit(ToolJob("a", "B", lambda c: result("B")))
+    assert [o.batch_id for o in outcomes.take()] == ["B"]
+    wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
+    assert lane.stats().dropped == 1 and outcomes.none_left()
+
+
+def test_a_cancelled_parked_batch_leaves_the_counters_straight(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    parked, after = threading.Event(), []
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        with off_lane():
+            parked.set()
+            cancel.wait(WAIT)
+        after.append("A came back")  # never: leaving off_lane raises Cancelled
+        return result("A")
+
+    job_a = ToolJob("a", "A", a)
+    lane.submit(job_a)
+    assert parked.wait(WAIT)
+    job_a.cancel.cancel("interrupted")
+    wait_until(lambda: lane.stats().in_flight == 0, "A to end")
+    s = lane.stats()
+    assert (s.busy, s.parked, s.parks, s.resumes, s.dropped) == (0, 0, 1, 0, 1)
+    assert after == [] and outcomes.none_left()
+    check_balance(s)
+    lane.submit(ToolJob("b", "B", lambda c: result("B")))  # the lane still works
+    assert [o.batch_id for o in outcomes.take()] == ["B"]
+
+
+def test_a_parked_batch_cancelled_while_waiting_for_a_permit_stops_waiting(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    parked, leave, b_started, b_release = (threading.Event() for _ in range(4))
+    raised: list[str] = []
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        try:
+            with off_lane():
+                parked.set()
+                assert leave.wait(WAIT)
+        except Cancelled as exc:
+            raised.append(exc.reason)
+            raise
+        return result("A")
+
+    job_a = ToolJob("a", "A", a)
+    lane.submit(job_a)
+    assert parked.wait(WAIT)
+    lane.submit(ToolJob("b", "B", blocker(b_started, b_release, "B")))
+    assert b_started.wait(WAIT)
+    leave.set()
+    wait_until(lambda: len(lane._resumers) == 1, "A to wait for a permit")
+    job_a.cancel.cancel("interrupted")
+    wait_until(lambda: lane.stats().parked == 0, "A to end")
+    assert raised == ["interrupted"]
+    s = lane.stats()
+    assert (s.busy, s.parked, s.dropped, s.resumes) == (1, 0, 1, 0)
+    b_release.set()
+    assert [o.batch_id for o in outcomes.take()] == ["B"]
+
+
+def test_relieve_widens_the_lane_and_starts_what_waited(make_lane):
+    lane = make_lane(1, on_outcome=Outcomes())
+    together = threading.Barrier(3, timeout=WAIT)
+
+    def run(cancel: CancelToken) -> list[ToolResult]:
+        together.wait()  # passes only once all three run at once
+        return result("x")
+
+    for i in range(3):
+        lane.submit(ToolJob("a", f"b{i}", run))
+    wait_until(lambda: lane.stats().queued == 2, "two to queue")
+    assert lane.relieve(2) == 3
+    wait_until(lambda: lane.stats().in_flight == 0, "all three")
+    s = lane.stats()
+    assert (s.capacity, s.peak_busy, s.failed) == (3, 3, 0)
+    with pytest.raises(ConfigError, match="`n` must be >= 0, got -1"):
+        lane.relieve(-1)
+
+
+def test_narrow_reclaims_idle_permits_and_never_busy_ones(make_lane):
+    lane = make_lane(4, on_outcome=Outcomes())
+    release = threading.Event()
+    starts = [threading.Event(), threading.Event()]
+    for i in range(2):
+        lane.submit(ToolJob("a", f"b{i}", blocker(starts[i], release, "x")))
+    assert all(e.wait(WAIT) for e in starts)
+    assert lane.narrow(10) == 2  # two idle permits; the two busy ones stay
+    assert lane.capacity == 2 and lane.stats().busy == 2
+    assert lane.narrow(1) == 0
+    release.set()
+    wait_until(lambda: lane.stats().in_flight == 0, "both to end")
+    assert lane.narrow(5) == 1  # never below one
+    assert lane.capacity == 1
+    with pytest.raises(ConfigError, match="-2"):
+        lane.narrow(-2)
+
+
+def test_a_shell_tool_cancelled_mid_run_kills_its_process_group(make_lane, tmp_path):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    pidfile = tmp_path / "grandchild.pid"
+    tools = ToolRegistry()
+    tools.add(ShellTool("spawn", ["sh", "-c", "sleep 30 & echo $! > {pidfile}; wait"]))
+    calls = (ToolCall("c1", "spawn", {"pidfile": str(pidfile)}),)
+    job = ToolJob("a", "A", lambda c: tools.run_batch(calls, agent_id="a", cancel=c), calls)
+    lane.submit(job)
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", "the grandchild")
+    grandchild = int(pidfile.read_text())
+    assert _alive(grandchild)
+    job.cancel.cancel("interrupted")
+    wait_until(lambda: lane.stats().in_flight == 0, "the job to end")
+    wait_until(lambda: not _alive(grandchild), "the grandchild to die")
+    assert not _process_group_alive(grandchild)
+    assert lane.stats().dropped == 1 and outcomes.none_left()
+
+
+def test_the_lane_survives_an_on_outcome_that_raises(make_lane, caplog):
+    delivered: list[str] = []
+
+    def on_outcome(outcome: ToolOutcome) -> None:
+        if outcome.batch_id == "bad":
+            raise RuntimeError("inbox is broken")
+        delivered.append(outcome.batch_id)
+
+    wake = Wake()
+    lane = make_lane(1, on_outcome=on_outcome, wake=wake)
+    with caplog.at_level(logging.ERROR, logger="runtime.lane"):
+        lane.submit(ToolJob("a", "bad", lambda c: result("bad")))
+        lane.submit(ToolJob("a", "good", lambda c: result("good")))
+        wait_until(lambda: lane.stats().in_flight == 0, "both jobs")
+    assert delivered == ["good"]
+    assert "inbox is broken" in caplog.text
+    assert wake.notifies == 2 and lane.stats().finished == 2
+
+
+def test_a_job_that_raises_becomes_one_error_result_per_call(make_lane, caplog):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    calls = (ToolCall("c1", "t"), ToolCall("c2", "t"))
+
+    def run(cancel: CancelToken) -> Sequence[ToolResult]:
+        raise ValueError("disk full")
+
+    with caplog.at_level(logging.ERROR, logger="runtime.lane"):
+        lane.submit(ToolJob("a", "A", run, calls))
+        (outcome,) = outcomes.take()
+    assert outcome.results == (
+        ToolResult("c1", error="ValueError: disk full"),
+        ToolResult("c2", error="ValueError: disk full"),
+    )
+    lane.submit(ToolJob("a", "B", lambda c: result("B")))  # the worker lives on
+    assert outcomes.take()[0].batch_id == "B"
+    wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
+    assert (lane.stats().failed, lane.stats().finished) == (1, 1)
+
+
+def test_close_abandons_queued_jobs_refuses_new_ones_and_is_idempotent(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    started, release = threading.Event(), threading.Event()
+    lane.submit(ToolJob("a", "A", blocker(started, release, "A")))
+    lane.submit(ToolJob("a", "B", lambda c: result("B")))
+    assert started.wait(WAIT)
+    closer = threading.Thread(target=lane.close, kwargs={"timeout": WAIT})
+    closer.start()
+    wait_until(lambda: lane.stats().abandoned == 1, "B to be abandoned")
+    with pytest.raises(LaneClosedError, match="'tools' is closed"):
+        lane.submit(ToolJob("a", "C", lambda c: result("C")))
+    release.set()
+    closer.join(WAIT)
+    assert not closer.is_alive()
+    assert [o.batch_id for o in outcomes.take()] == ["A"]
+    lane.close()
+    s = lane.stats()
+    assert (s.enqueued, s.finished, s.abandoned, s.in_flight) == (2, 1, 1, 0)
+    wait_until(lambda: lane.stats().threads == 0, "the workers to exit")
+
+
+def test_workers_are_named_grow_on_demand_and_exit_when_idle(make_lane):
+    lane = make_lane(2, name="io", on_outcome=Outcomes(), idle_timeout=0.05)
+    names: list[str] = []
+    together = threading.Barrier(2, timeout=WAIT)
+
+    def run(cancel: CancelToken) -> list[ToolResult]:
+        names.append(threading.current_thread().name)
+        together.wait()
+        return result("x")
+
+    lane.submit(ToolJob("a", "b1", run))
+    lane.submit(ToolJob("a", "b2", run))
+    wait_until(lambda: lane.stats().finished == 2, "both jobs")
+    assert sorted(names) == ["tickwork-io-1", "tickwork-io-2"]
+    wait_until(lambda: lane.stats().threads == 0, "idle workers to exit")
+    assert all(not t.name.startswith("tickwork-io-") for t in threading.enumerate())
+    with pytest.raises(ConfigError, match="`idle_timeout` must be > 0, got 0"):
+        ToolLane(1, idle_timeout=0)
+
+
+def test_a_hand_off_racing_an_idle_timeout_is_not_lost(make_lane):
+    # White-box, to force the race: the idle worker's wait times out while the test holds
+    # the lane's lock and hands it a job, so the worker wakes "timed out" with work waiting.
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes, idle_timeout=0.05)
+    lane.submit(ToolJob("a", "first", lambda c: result("first")))
+    outcomes.take()
+    wait_until(lambda: lane._idle == 1, "the worker to wait idle")
+    entry = Entry(lane, ToolJob("a", "raced", lambda c: result("raced")))
+    with lane._lock:
+        threading.Event().wait(0.2)  # past the idle timeout, lock held: the worker must wait
+        lane._enqueued += 1
+        lane._start(entry)
+        assert lane._hand_off(entry) is False  # given to the (timed-out) idle worker
+    assert [o.batch_id for o in outcomes.take()] == ["raced"]
+
+
+def test_an_executor_runs_the_jobs_while_the_lane_keeps_the_cap(make_lane):
+    outcomes = Outcomes()
+    with ThreadPoolExecutor(8, thread_name_prefix="pool") as pool:
+        lane = make_lane(2, executor=pool, on_outcome=outcomes)
+        three = threading.Barrier(3, timeout=0.5)
+        names: list[str] = []
+
+        def run(cancel: CancelToken) -> list[ToolResult]:
+            names.append(threading.current_thread().name)
+            with off_lane():  # not a lane thread: the job keeps its permit
+                parked = lane.stats().parked
+            try:
+                three.wait()
+            except threading.BrokenBarrierError:
+                return result("x", ("broke", parked))
+            return result("x", ("met", parked))
+
+        for i in range(3):
+            lane.submit(ToolJob("a", f"b{i}", run))
+        got = [o.results[0].output for o in outcomes.take(3)]
+        assert ("met", 0) not in got and ("broke", 0) in got  # never three at once
+        assert all(name.startswith("pool") for name in names)
+        wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
+        s = lane.stats()
+        assert (s.peak_busy, s.parks, s.threads, s.finished) == (2, 0, 0, 3)
+
+        started = threading.Event()
+        job = ToolJob("a", "slow", lambda c: (started.set(), c.wait(WAIT)) and result("s"))
+        queued = ToolJob("a", "queued", lambda c: result("q"))
+        lane.submit(job)
+        release = threading.Event()
+        lane.submit(ToolJob("a", "fast", blocker(None, release, "f")))
+        lane.submit(queued)
+        assert started.wait(WAIT)
+        queued.cancel.cancel()
+        job.cancel.cancel("interrupted")
+        release.set()
+        wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
+        assert [o.batch_id for o in outcomes.take()] == ["fast"]
+        s = lane.stats()
+        assert (s.dropped, s.abandoned) == (1, 1)
+        assert outcomes.none_left()
+
+
+def test_an_executor_lane_turns_a_raising_job_into_error_results(make_lane):
+    outcomes = Outcomes()
+    with ThreadPoolExecutor(2) as pool:
+        lane = make_lane(2, executor=pool, on_outcome=outcomes)
+
+        def run(cancel: CancelToken) -> list[ToolResult]:
+            raise OSError("no route")
+
+        lane.submit(ToolJob("a", "A", run, (ToolCall("c1", "t"),)))
+        (outcome,) = outcomes.take()
+    assert outcome.results == (ToolResult("c1", error="OSError: no route"),)
+    assert lane.stats().failed == 1
+
+
+class FirstCallWaits(Executor):
+    """Holds its first job until ``run_first``; runs every later job inline in ``submit``.
+
+    Every done callback after the first then runs inline, inside ``add_done_callback``.
+    """
+
+    def __init__(self) -> None:
+        self.first: tuple[Future[object], Callable[..., object], tuple[object, ...]] | None = None
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        future: Future[object] = Future()
+        if self.first is None:
+            self.first = (future, fn, args)
+        else:
+            future.set_result(fn(*args))
+        return future
+
+    def run_first(self) -> None:
+        assert self.first is not None
+        future, fn, args = self.first
+        future.set_result(fn(*args))
+
+
+def test_executor_jobs_finishing_inline_do_not_recurse(make_lane):
+    outcomes = Outcomes()
+    executor = FirstCallWaits()
+    lane = make_lane(1, executor=executor, on_outcome=outcomes)
+    for i in range(3000):  # deeper than the recursion limit if each launch nested
+        lane.submit(ToolJob("a", f"b{i}", lambda c: ()))
+    assert lane.stats().queued == 2999
+    executor.run_first()
+    assert len(outcomes.take(3000)) == 3000
+    assert lane.stats().finished == 3000
+
+
+def test_twenty_thousand_tiny_jobs_from_four_threads_each_report_exactly_once(make_lane):
+    n_threads, per_thread = 4, 5000
+    seen: list[str] = []
+    snapshots: list[LaneStats] = []  # taken under load, not only at rest
+
+    def on_outcome(outcome: ToolOutcome) -> None:
+        seen.append(outcome.batch_id)
+        if len(seen) % 500 == 0:
+            snapshots.append(lane.stats())
+
+    wake = Wake()
+    lane = make_lane(8, on_outcome=on_outcome, wake=wake)
+    start = threading.Barrier(n_threads + 1, timeout=WAIT)
+
+    def submitter(t: int) -> None:
+        start.wait()
+        for i in range(per_thread):
+            lane.submit(ToolJob(f"a{t}", f"{t}-{i}", lambda c: ()))
+            if i % 500 == 0:
+                snapshots.append(lane.stats())
+
+    threads = [threading.Thread(target=submitter, args=(t,)) for t in range(n_threads)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    for thread in threads:
+        thread.join(30)
+    deadline = time.monotonic() + 30
+    while lane.stats().in_flight and time.monotonic() < deadline:
+        wake.wait(1.0)
+    s = lane.stats()
+    assert s.in_flight == 0, s
+    counts = collections.Counter(seen)
+    assert len(counts) == n_threads * per_thread and set(counts.values()) == {1}
+    assert (s.enqueued, s.started, s.finished) == (20_000, 20_000, 20_000)
+    assert (s.queued, s.busy, s.parked, s.abandoned, s.dropped, s.failed) == (0,) * 6
+    assert s.peak_busy <= 8
+    assert len(snapshots) >= 40
+    for snap in snapshots:
+        check_balance(snap)
+
+
+class Controlled:
+    """A job the test steers: it runs only the commands posted to it, and says so."""
+
+    def __init__(self, index: int) -> None:
+        self.cond = threading.Condition()
+        self.commands: collections.deque[str] = collections.deque()
+        self.token = CancelToken()
+        self.token.add_callback(lambda _t: self._poke())
+        call = ToolCall(f"c{index}", "t")
+        self.job = ToolJob("a", f"j{index}", self.run, (call,), self.token)
+
+    def _poke(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+    def post(self, command: str) -> None:
+        with self.cond:
+            self.commands.append(command)
+            self.cond.notify_all()
+
+    def _next(self) -> str | None:
+        """The next command, or None once the token fires."""
+        with self.cond:
+            ok = self.cond.wait_for(lambda: self.commands or self.token.cancelled, timeout=WAIT)
+            assert ok, f"{self.job.batch_id} was never told what to do"
+            return None if self.token.cancelled else self.commands.popleft()
+
+    def run(self, cancel: CancelToken) -> list[ToolResult]:
+        while True:
+            command = self._next()
+            if command is None or command == "finish":
+                return result(self.job.batch_id)
+            if command == "fail":
+                raise RuntimeError("told to fail")
+            assert command == "park", command
+            with off_lane():
+                self._next()  # "resume", or None when cancelled: leaving then raises
+
+
+class LaneMachine(RuleBasedStateMachine):
+    """Controllable jobs through a real lane, against a model of who holds which permit.
+
+    After each step the test waits (bounded) until the lane's counters equal the model's,
+    and every snapshot on the way must be non-negative and balanced.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lane = ToolLane(2, name="machine", on_outcome=lambda o: None, idle_timeout=0.5)
+        self.jobs: list[Controlled] = []
+        self.cap = 2
+        self.queue: list[int] = []  # FIFO, not started
+        self.busy: set[int] = set()
+        self.parked: set[int] = set()  # off the lane, not asking to come back
+        self.resumers: list[int] = []  # off the lane, waiting for a permit, FIFO
+        self.totals = collections.Counter[str]()
+
+    def _grant(self) -> None:
+        while len(self.busy) < self.cap and (self.resumers or self.queue):
+            if self.resumers:
+                self.busy.add(self.resumers.pop(0))
+                self.totals["resumes"] += 1
+            else:
+                self.busy.add(self.queue.pop(0))
+                self.totals["started"] += 1
+
+    def _expected(self) -> dict[str, int]:
+        expected = {k: self.totals[k] for k in ("enqueued", "started", "finished", "failed")}
+        expected.update({k: self.totals[k] for k in ("dropped", "abandoned", "parks", "resumes")})
+        expected.update(
+            capacity=self.cap,
+            queued=len(self.queue),
+            busy=len(self.busy),
+            parked=len(self.parked) + len(self.resumers),
+        )
+        return expected
+
+    def _settle(self) -> None:
+        expected = self._expected()
+        deadline = time.monotonic() + WAIT
+        while True:
+            s = self.lane.stats()
+            check_balance(s)
+            actual = {k: getattr(s, k) for k in expected}
+            if actual == expected and len(self.lane._resumers) == len(self.resumers):
+                return
+            assert time.monotonic() < deadline, f"lane {actual} != model {expected}"
+            time.sleep(0.0005)
+
+    @initialize()
+    def start_with_more_jobs_than_permits(self) -> None:
+        for _ in range(3):
+            self.submit()
+
+    @precondition(lambda self: len(self.queue) + len(self.busy) + len(self.parked) < 6)
+    @rule()
+    def submit(self) -> None:
+        index = len(self.jobs)
+        self.jobs.append(Controlled(index))
+        self.totals["enqueued"] += 1
+        self.queue.append(index)
+        self._grant()
+        self.lane.submit(self.jobs[index].job)
+        self._settle()
+
+    @precondition(lambda self: self.busy)
+    @rule(data=st.data(), command=st.sampled_from(["finish", "fail", "park"]))
+    def step_a_running_job(self, data: st.DataObject, command: str) -> None:
+        index = data.draw(st.sampled_from(sorted(self.busy)))
+        self.busy.remove(index)
+        if command == "park":
+            self.parked.add(index)
+            self.totals["parks"] += 1
+        else:
+            self.totals["finished" if command == "finish" else "failed"] += 1
+        self._grant()
+        self.jobs[index].post(command)
+        self._settle()
+
+    @precondition(lambda self: self.parked)
+    @rule(data=st.data())
+    def resume(self, data: st.DataObject) -> None:
+        index = data.draw(st.sampled_from(sorted(self.parked)))
+        self.parked.remove(index)
+        self.resumers.append(index)
+        self._grant()
+        self.jobs[index].post("resume")
+        self._settle()
+
+    @precondition(lambda self: self.queue or self.busy or self.parked or self.resumers)
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        live = sorted([*self.queue, *self.busy, *self.parked, *self.resumers])
+        index = data.draw(st.sampled_from(live))
+        if index in self.queue:
+            self.queue.remove(index)
+            self.totals["abandoned"] += 1
+        else:
+            self.totals["dropped"] += 1
+            if index in self.busy:
+                self.busy.remove(index)
+                self._grant()
+            elif index in self.parked:
+                self.parked.remove(index)
+            else:
+                self.resumers.remove(index)
+        self.jobs[index].token.cancel("cancelled by the test")
+        self._settle()
+
+    @precondition(lambda self: self.cap < 4)
+    @rule()
+    def relieve(self) -> None:
+        self.cap += 1
+        self._grant()
+        assert self.lane.relieve(1) == self.cap
+        self._settle()
+
+    @rule()
+    def narrow(self) -> None:
+        taken = max(0, min(1, self.cap - len(self.busy), self.cap - 1))
+        self.cap -= taken
+        assert self.lane.narrow(1) == taken
+        self._settle()
+
+    @invariant()
+    def counters_never_go_negative_and_always_balance(self) -> None:
+        check_balance(self.lane.stats())
+
+    def teardown(self) -> None:
+        for job in self.jobs:
+            job.token.cancel("teardown")
+        self.lane.close(timeout=WAIT)
+        s = self.lane.stats()
+        check_balance(s)
+        assert s.in_flight == 0, s
+
+
+TestLaneMachine = LaneMachine.TestCase
+TestLaneMachine.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)

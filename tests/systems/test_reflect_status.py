@@ -1,0 +1,147 @@
+"""ReflectInteractionStatus: the truth table, and O(changes) cost."""
+
+from __future__ import annotations
+
+import esper
+import pytest
+
+from components import (
+    Agent,
+    AgentSpec,
+    History,
+    InteractionKind,
+    Status,
+    StatusKind,
+    TurnState,
+    WaitReason,
+)
+from runtime.world import BehaviorRegistry
+from runtime.world.state import AgentRecord, WorldState
+from systems import ReflectInteractionStatus
+
+
+class _NoEffects:
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"reflect must not cause effects, but called {name}")
+
+
+def _state() -> WorldState:
+    return WorldState(seed=0, effects=_NoEffects(), behaviors=BehaviorRegistry(), now=0.0)  # type: ignore[arg-type]
+
+
+def _record(state: WorldState, kind: StatusKind, reason: WaitReason | None = None) -> AgentRecord:
+    ordinal = state.next_ordinal
+    state.next_ordinal += 1
+    agent = Agent(f"a{ordinal}")
+    rec = AgentRecord(
+        ordinal, ordinal, agent, AgentSpec("x"), Status(kind, reason), TurnState(), History(), print
+    )
+    state.records[agent.id] = rec
+    return rec
+
+
+def _open(state: WorldState, rec: AgentRecord, request_id: str, kind=InteractionKind.FREE_TEXT):
+    rec.prompts = rec.prompts or {}
+    rec.prompts[request_id] = kind
+    state.prompt_changed[rec.ordinal] = rec
+
+
+def _settle(state: WorldState, rec: AgentRecord, request_id: str) -> None:
+    assert rec.prompts is not None
+    del rec.prompts[request_id]
+    state.prompt_changed[rec.ordinal] = rec
+
+
+@pytest.fixture
+def reflect_system():
+    return ReflectInteractionStatus()
+
+
+def test_an_open_prompt_flips_active_to_waiting_and_back_when_it_clears(reflect_system):
+    state = _state()
+    rec = _record(state, StatusKind.ACTIVE)
+    _open(state, rec, "p1")
+    reflect_system.process(state)
+    assert (rec.status.kind, rec.status.reason) == (StatusKind.WAITING, WaitReason.USER_PROMPT)
+    _settle(state, rec, "p1")
+    reflect_system.process(state)
+    assert (rec.status.kind, rec.status.reason) == (StatusKind.ACTIVE, None)
+
+
+def test_an_open_tool_approval_waits_for_approval(reflect_system):
+    state = _state()
+    rec = _record(state, StatusKind.ACTIVE)
+    _open(state, rec, "p1", InteractionKind.TOOL_APPROVAL)
+    reflect_system.process(state)
+    assert rec.status.reason is WaitReason.TOOL_APPROVAL
+
+
+@pytest.mark.parametrize(
+    "kind", [StatusKind.PAUSED, StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED]
+)
+def test_a_paused_or_terminal_agent_is_never_flipped(reflect_system, kind):
+    state = _state()
+    rec = _record(state, kind)
+    _open(state, rec, "p1")
+    reflect_system.process(state)
+    assert rec.status.kind is kind
+    _settle(state, rec, "p1")
+    reflect_system.process(state)
+    assert rec.status.kind is kind
+
+
+def test_stale_prompt_state_is_cleared_without_reviving_a_terminal_agent(reflect_system):
+    state = _state()
+    rec = _record(state, StatusKind.ACTIVE)
+    _open(state, rec, "p1")
+    reflect_system.process(state)
+    rec.status.kind, rec.status.reason = StatusKind.CANCELLED, None  # cancelled meanwhile
+    _settle(state, rec, "p1")
+    reflect_system.process(state)
+    assert rec.prompts == {}
+    assert rec.status.kind is StatusKind.CANCELLED
+    assert not state.prompt_changed
+
+
+def test_waiting_on_children_is_not_a_prompt_wait(reflect_system):
+    state = _state()
+    rec = _record(state, StatusKind.WAITING, WaitReason.CHILDREN)
+    rec.prompts = {}
+    state.prompt_changed[rec.ordinal] = rec
+    reflect_system.process(state)
+    assert rec.status.reason is WaitReason.CHILDREN
+
+
+def test_reflect_touches_only_the_agents_whose_prompts_changed(reflect_system):
+    state = _state()
+    records = [_record(state, StatusKind.ACTIVE) for _ in range(10_000)]
+    changed = records[::1000]
+    for rec in changed:
+        _open(state, rec, f"p{rec.ordinal}")
+
+    seen: list[str] = []
+
+    class Spy(dict):
+        def values(self):
+            seen.extend(r.id for r in super().values())
+            return super().values()
+
+    state.prompt_changed = Spy(state.prompt_changed)
+    reflect_system.process(state)
+    assert sorted(seen) == sorted(r.id for r in changed)
+    waiting = [r for r in records if r.status.kind is StatusKind.WAITING]
+    assert waiting == changed
+    assert sorted(state.dirty) == [r.ordinal for r in changed]
+
+
+def test_reflect_does_not_use_esper_queries(reflect_system, monkeypatch):
+    def boom(*_args: object) -> None:
+        raise AssertionError("reflect must not scan esper")
+
+    monkeypatch.setattr(esper, "get_component", boom)
+    monkeypatch.setattr(esper, "get_components", boom)
+    state = _state()
+    rec = _record(state, StatusKind.ACTIVE)
+    _open(state, rec, "p1")
+    reflect_system.process(state)
+    assert rec.status.kind is StatusKind.WAITING

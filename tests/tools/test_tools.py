@@ -1,0 +1,347 @@
+"""Tools: every failure is an error result for that call alone, and no argument is a command."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from components import InteractionResponse, PromptSettled, Settlement, ToolCall, ToolResult
+from runtime.cancel import Cancelled, CancelToken
+from runtime.errors import ConfigError
+from runtime.hub import InteractionHub
+from runtime.lane import ToolJob, ToolLane
+from runtime.tools import AskUserTool, ShellTool, SleepTool, ToolContext, ToolRegistry
+from tests.lane.test_lane import WAIT, Outcomes, wait_until
+
+
+def echo_args(args: Mapping[str, Any], ctx: ToolContext) -> object:
+    """A module-level tool (pickles by reference)."""
+    return {"args": dict(args), "agent": ctx.agent_id, "call": ctx.call_id}
+
+
+def run(tools: ToolRegistry, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
+    return tools.run_call(ToolCall("c1", name, args or {}), agent_id="a1", cancel=CancelToken())
+
+
+def test_the_decorator_registers_a_function_under_its_name_and_returns_it():
+    tools = ToolRegistry()
+
+    @tools.tool(timeout=5.0)
+    def search(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        return [args["q"], ctx.agent_id, ctx.call_id]
+
+    @tools.tool("rm", requires_approval=True)
+    def remove(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        return "gone"
+
+    @tools.tool
+    def bare(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        return "bare"
+
+    assert search.__name__ == "search" and callable(remove)  # the functions come back
+    assert tools.names() == ["bare", "rm", "search"] and len(tools) == 3
+    assert "search" in tools and "remove" not in tools
+    assert tools.try_get("nope") is None
+    assert tools.try_get("search").timeout == 5.0
+    assert tools.requires_approval("rm") and not tools.requires_approval("search")
+    assert not tools.requires_approval("unknown")
+    assert run(tools, "search", {"q": "x"}) == ToolResult("c1", output=["x", "a1", "c1"])
+    assert run(tools, "bare") == ToolResult("c1", output="bare")
+
+
+def test_a_duplicate_or_bad_tool_is_a_config_error_naming_it():
+    tools = ToolRegistry()
+    tools.add(SleepTool())
+    with pytest.raises(ConfigError, match="tool 'sleep' is already registered"):
+        tools.add(SleepTool())
+    with pytest.raises(ConfigError, match="`timeout` must be > 0 or None, got 0"):
+        tools.tool("t", timeout=0)(echo_args)
+    with pytest.raises(ConfigError, match="non-empty string"):
+        tools.add(ShellTool("", ["true"]))
+    with pytest.raises(ConfigError, match="`argv` of tool 'sh'"):
+        ShellTool("sh", "echo hi")
+    with pytest.raises(ConfigError, match="`argv` of tool 'sh'"):
+        ShellTool("sh", [])
+
+
+def test_an_unknown_tool_is_an_error_result_for_that_call_alone():
+    tools = ToolRegistry()
+    tools.tool()(echo_args)
+    calls = [ToolCall("c1", "echo_args"), ToolCall("c2", "x"), ToolCall("c3", "echo_args")]
+    results = tools.run_batch(calls, agent_id="a1", cancel=CancelToken())
+    assert [r.call_id for r in results] == ["c1", "c2", "c3"]
+    assert results[1] == ToolResult("c2", error="unknown tool 'x'")
+    assert results[0].ok and results[2].ok
+
+
+def test_a_raising_tool_becomes_an_error_result():
+    tools = ToolRegistry()
+
+    @tools.tool()
+    def broken(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        raise ValueError("bad input 7")
+
+    assert run(tools, "broken") == ToolResult("c1", error="ValueError: bad input 7")
+
+
+def test_a_tool_past_its_timeout_is_reported_and_its_token_fires():
+    tools = ToolRegistry()
+    saw: list[str | None] = []
+
+    @tools.tool(timeout=0.1)
+    def patient(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        ctx.cancel.wait(WAIT)
+        saw.append(ctx.cancel.reason)
+        ctx.cancel.raise_if_cancelled()
+        return "finished anyway"
+
+    batch = CancelToken()
+    started = time.monotonic()
+    got = tools.run_call(ToolCall("c1", "patient"), agent_id="a", cancel=batch)
+    assert got == ToolResult("c1", error="tool timed out after 0.1s")
+    assert saw == ["tool timed out after 0.1s"]
+    assert time.monotonic() - started < WAIT - 1  # the token woke it, not its own wait
+    assert not batch.cancelled  # the call's token is a child: the batch goes on
+
+
+def test_a_tool_that_ignores_its_token_overruns_but_still_reports_the_timeout():
+    tools = ToolRegistry()
+    never = threading.Event()
+
+    @tools.tool(timeout=0.05)
+    def stubborn(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        never.wait(0.3)  # deaf to its token
+        return "late"
+
+    assert run(tools, "stubborn") == ToolResult("c1", error="tool timed out after 0.05s")
+
+
+def test_timeouts_share_one_timer_thread_and_a_timeout_message_uses_g_format():
+    tools = ToolRegistry()
+
+    @tools.tool(timeout=2.0)
+    def quick(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        return "ok"
+
+    @tools.tool(timeout=0.2)
+    def slow(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        ctx.cancel.wait(WAIT)
+        return "late"
+
+    results: list[ToolResult] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(run(tools, "slow"))) for _ in range(20)
+    ]
+    for thread in threads:
+        thread.start()
+    for _ in range(200):
+        assert run(tools, "quick").output == "ok"
+    for thread in threads:
+        thread.join(WAIT)
+    assert results == [ToolResult("c1", error="tool timed out after 0.2s")] * 20
+    timers = [t for t in threading.enumerate() if t.name == "tickwork-deadlines"]
+    assert len(timers) == 1
+
+
+def test_a_non_json_output_is_an_error_result():
+    tools = ToolRegistry()
+    tools.tool("obj")(lambda args, ctx: object())
+    tools.tool("nan")(lambda args, ctx: float("nan"))
+    tools.tool("ok")(lambda args, ctx: {"a": [1, 2.5, None, True, "s"]})
+    assert "tool 'obj' returned a non-JSON value" in (run(tools, "obj").error or "")
+    assert "tool 'nan' returned a non-JSON value" in (run(tools, "nan").error or "")
+    assert run(tools, "ok").output == {"a": [1, 2.5, None, True, "s"]}
+
+
+def test_a_shell_tool_reports_exit_code_and_output():
+    tools = ToolRegistry()
+    code = "import sys; print(sys.argv[1]); print('oops', file=sys.stderr); sys.exit(3)"
+    tools.add(ShellTool("py", [sys.executable, "-c", code, "{word}"]))
+    assert run(tools, "py", {"word": "hello"}).output == {
+        "exit_code": 3,
+        "stdout": "hello\n",
+        "stderr": "oops\n",
+    }
+
+
+def test_a_shell_tool_argument_cannot_inject_a_command(tmp_path):
+    tools = ToolRegistry()
+    tools.add(ShellTool("echo", ["echo", "{text}"]))
+    attacks = [
+        f"x; touch {tmp_path}/semicolon",
+        f"$(touch {tmp_path}/subshell)",
+        f"`touch {tmp_path}/backtick`",
+        f"x && touch {tmp_path}/and | cat > {tmp_path}/pipe",
+        "{text}",  # a value is not formatted again
+    ]
+    for attack in attacks:
+        assert run(tools, "echo", {"text": attack}).output["stdout"] == attack + "\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_shell_tool_missing_argument_is_an_error_naming_the_tool_and_the_argument():
+    tools = ToolRegistry()
+    tools.add(ShellTool("grep", ["grep", "-c", "{pattern}", "{path}"]))
+    error = run(tools, "grep", {"path": "/dev/null"}).error
+    assert error == "ValueError: tool 'grep' needs the argument 'pattern' (for '{pattern}')"
+
+
+def test_a_shell_tool_past_its_timeout_is_an_error_result():
+    tools = ToolRegistry()
+    tools.add(ShellTool("nap", ["sleep", "{secs}"], timeout=0.2))
+    started = time.monotonic()
+    assert run(tools, "nap", {"secs": "30"}) == ToolResult("c1", error="tool timed out after 0.2s")
+    assert time.monotonic() - started < WAIT
+
+
+def test_ask_user_asks_through_the_hub_from_a_lane_job_and_returns_the_answer():
+    hub = InteractionHub(timeout_secs=30)
+    tools = ToolRegistry()
+    tools.add(AskUserTool())
+    outcomes = Outcomes()
+    calls = (
+        ToolCall("c1", "ask_user", {"prompt": "name?"}),
+        ToolCall("c2", "ask_user", {"prompt": "colour?", "choices": ["red", "blue"]}),
+    )
+    lane = ToolLane(1, on_outcome=outcomes)
+    try:
+        lane.submit(
+            ToolJob(
+                "a1",
+                "b1",
+                lambda c: tools.run_batch(calls, agent_id="a1", cancel=c, hub=hub),
+                calls,
+            )
+        )
+        wait_until(lambda: len(hub.pending()) == 1, "the first prompt")
+        assert lane.stats().parked == 1  # the prompt holds no lane capacity
+        agent, request = hub.pending()[0]
+        assert (agent, request.prompt) == ("a1", "name?")
+        hub.answer(InteractionResponse.text(request.id, "Ada"))
+        wait_until(lambda: len(hub.pending()) == 1 and hub.pending()[0][1] != request, "next")
+        choice = hub.pending()[0][1]
+        assert choice.choices == ("red", "blue")
+        hub.answer(InteractionResponse.choose(choice.id, 1))
+        (outcome,) = outcomes.take()
+    finally:
+        hub.close()
+        lane.close(WAIT)
+    assert outcome.results == (ToolResult("c1", output="Ada"), ToolResult("c2", output="blue"))
+    assert AskUserTool().local_only and not SleepTool().local_only
+
+
+def test_ask_user_without_a_hub_or_a_prompt_is_a_clear_error_result():
+    tools = ToolRegistry()
+    tools.add(AskUserTool())
+    error = run(tools, "ask_user", {"prompt": "hi?"}).error or ""
+    assert error.startswith("ConfigError: call 'c1' of agent 'a1' cannot ask a person")
+    hub = InteractionHub(timeout_secs=30)
+    got = tools.run_call(
+        ToolCall("c1", "ask_user", {}), agent_id="a1", cancel=CancelToken(), hub=hub
+    )
+    assert got.error == "ValueError: tool 'ask_user' needs the argument 'prompt', got None"
+
+
+def test_ask_user_past_its_timeout_withdraws_its_prompt():
+    events: list[object] = []
+    hub = InteractionHub(timeout_secs=3, listener=events.append)
+    tools = ToolRegistry()
+    tools.add(AskUserTool(timeout=0.2))
+    call = ToolCall("c1", "ask_user", {"prompt": "anyone?"})
+    got = tools.run_call(call, agent_id="a1", cancel=CancelToken(), hub=hub)
+    assert got == ToolResult("c1", error="tool timed out after 0.2s")
+    assert hub.pending() == []
+    settled = [e for e in events if isinstance(e, PromptSettled)]
+    assert [(e.agent_id, e.how) for e in settled] == [("a1", Settlement.CANCELLED)]
+
+
+def test_sleep_tool_sleeps_and_a_cancel_wakes_it_early():
+    tools = ToolRegistry()
+    tools.add(SleepTool())
+    assert run(tools, "sleep", {"seconds": 0.01}) == ToolResult("c1", output=0.01)
+    assert "needs `seconds` >= 0" in (run(tools, "sleep", {"seconds": -1}).error or "")
+    batch = CancelToken()
+    asleep = threading.Event()
+    raised: list[str] = []
+
+    def sleeper() -> None:
+        asleep.set()
+        try:
+            tools.run_batch([ToolCall("c1", "sleep", {"seconds": 30})], agent_id="a", cancel=batch)
+        except Cancelled as exc:
+            raised.append(exc.reason)
+
+    thread = threading.Thread(target=sleeper)
+    started = time.monotonic()
+    thread.start()
+    assert asleep.wait(WAIT)
+    batch.cancel("interrupted")
+    thread.join(WAIT)
+    assert raised == ["interrupted"]
+    assert time.monotonic() - started < WAIT
+
+
+def test_a_batch_runs_its_calls_one_after_another_in_call_order():
+    tools = ToolRegistry()
+    log: list[str] = []
+    running = threading.Lock()
+
+    @tools.tool()
+    def step(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        assert running.acquire(blocking=False), "two calls overlapped"
+        try:
+            log.append(args["n"])
+            return args["n"]
+        finally:
+            running.release()
+
+    calls = [ToolCall(f"c{i}", "step", {"n": f"n{i}"}) for i in range(5)]
+    results = tools.run_batch(calls, agent_id="a", cancel=CancelToken())
+    assert [r.output for r in results] == log == ["n0", "n1", "n2", "n3", "n4"]
+    assert [r.call_id for r in results] == ["c0", "c1", "c2", "c3", "c4"]
+
+
+def test_a_cancelled_batch_stops_before_the_next_call():
+    tools = ToolRegistry()
+    batch = CancelToken()
+    ran: list[str] = []
+
+    @tools.tool()
+    def first(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        ran.append("first")
+        batch.cancel("interrupted")
+        return "done"
+
+    @tools.tool()
+    def second(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        ran.append("second")
+        return "done"
+
+    with pytest.raises(Cancelled, match="interrupted"):
+        tools.run_batch(
+            [ToolCall("c1", "first"), ToolCall("c2", "second")], agent_id="a", cancel=batch
+        )
+    assert ran == ["first"]
+
+
+def test_a_registry_and_the_built_in_tools_pickle():
+    tools = ToolRegistry()
+    tools.tool(timeout=3.0)(echo_args)
+    tools.add(ShellTool("echo", ["echo", "{text}"], timeout=5.0, env={"A": "1"}))
+    tools.add(AskUserTool())
+    tools.add(SleepTool(timeout=9.0))
+    copy = pickle.loads(pickle.dumps(tools))
+    assert copy.names() == tools.names()
+    assert run(copy, "echo_args", {"x": 1}).output == {
+        "args": {"x": 1},
+        "agent": "a1",
+        "call": "c1",
+    }
+    assert run(copy, "echo", {"text": "hi"}).output["stdout"] == "hi\n"
+    assert copy.try_get("sleep").timeout == 9.0
