@@ -7,6 +7,19 @@ optional packages (the ``telemetry`` and ``metrics`` extras) are imported only w
 """
 
 from runtime.telemetry.address import parse_address
-from runtime.telemetry.instrument import Telemetry, instrument, serve_metrics, tracing_available
+from runtime.telemetry.instrument import (
+    Telemetry,
+    instrument,
+    serve_metrics,
+    tracing_available,
+    tracing_configured,
+)
 
-__all__ = ["Telemetry", "instrument", "parse_address", "serve_metrics", "tracing_available"]
+__all__ = [
+    "Telemetry",
+    "instrument",
+    "parse_address",
+    "serve_metrics",
+    "tracing_available",
+    "tracing_configured",
+]

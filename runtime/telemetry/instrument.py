@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from runtime.telemetry.prometheus import MetricsServer
     from runtime.telemetry.tracing import Tracing
 
-__all__ = ["Telemetry", "instrument", "serve_metrics", "tracing_available"]
+__all__ = ["Telemetry", "instrument", "serve_metrics", "tracing_available", "tracing_configured"]
 
 
 def tracing_available() -> bool:
@@ -30,6 +30,17 @@ def tracing_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def tracing_configured() -> bool:
+    """Whether this process has a tracer provider of its own (set by the host, or by
+    ``opentelemetry-instrument``): only then do spans go anywhere."""
+    if not tracing_available():
+        return False
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
 class Telemetry:
