@@ -3,10 +3,10 @@
 `World.metrics()` returns a `WorldMetrics` snapshot: how many agents are in each status, each
 lane's counters, how many prompts are open (read when asked), and, while recording is on,
 histograms of tick time, tool-batch and model-call time and prompt waits, and token counts.
-Recording is a `MetricsRecorder` probe (see ``probe.py``): it costs nothing until switched
-on (``World.record_metrics()``, which ``runtime.telemetry.instrument`` and ``--metrics``
-do), then O(1) per tick and per applied outcome. ``runtime.telemetry`` serves the same
-figures to Prometheus.
+Recording is a `MetricsRecorder` the tick feeds (live ticks only, like a probe): it costs
+nothing until switched on (``World.record_metrics()``, which ``runtime.telemetry.instrument``
+and ``--metrics`` do), then O(1) per tick and per applied outcome. ``runtime.telemetry``
+serves the same figures to Prometheus.
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ from dataclasses import dataclass
 
 from components import LaneStats, PromptSettled
 from runtime.lane.jobs import ToolOutcome
-from runtime.world.actions import Action
-from runtime.world.report import TickReport
-from runtime.world.state import AgentRecord
 
 __all__ = [
     "MODEL_BUCKETS",
@@ -104,7 +101,7 @@ class _Buckets:
 
 
 class MetricsRecorder:
-    """The probe that fills a world's histograms and token counters from its live ticks.
+    """What fills a world's histograms and token counters from its live ticks.
 
     Everything comes from the applied inputs (a ``ToolOutcome``'s ``elapsed``, a
     ``PromptSettled``'s ``at - opened_at``, a ``ModelReply``'s ``usage``) and the tick's
@@ -169,17 +166,11 @@ class MetricsRecorder:
             output_tokens=self.output_tokens,
         )
 
-    def turn_started(self, rec: AgentRecord) -> None:
-        pass
-
-    def turn_ended(self, rec: AgentRecord, outcome: str, message: str) -> None:
-        pass
-
-    def dispatched(self, rec: AgentRecord, action: Action) -> None:
-        pass
-
-    def ticked(self, report: TickReport, seconds: float) -> None:
-        self.tick_seconds.observe(seconds)
+    def ticked(self, seconds: float) -> None:
+        """A live tick took ``seconds`` of wall time (inlined `_Buckets.observe`: per tick)."""
+        hist = self.tick_seconds
+        hist.counts[bisect_left(hist.bounds, seconds)] += 1
+        hist.sum += seconds
 
 
 def _tokens(value: object) -> int:

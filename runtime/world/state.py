@@ -70,7 +70,7 @@ class Probe(Protocol):
     """
 
     def applied(self, inputs: list[tuple[int, object]]) -> None:
-        """The tick's inputs, in sequence order, before any system has run."""
+        """The tick's inputs (never empty), in sequence order, before any system runs."""
 
     def turn_started(self, rec: AgentRecord) -> None:
         """A turn of ``rec`` starts (``rec.turn.generation`` is its number)."""

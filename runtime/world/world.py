@@ -14,9 +14,9 @@ import itertools
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
+from time import perf_counter
 from types import TracebackType
 from typing import Any
 
@@ -305,7 +305,6 @@ class World(RunLoop):
         with self._lock:
             if self._recorder is None:
                 self._recorder = MetricsRecorder()
-                self.add_probe(self._recorder)
 
     def metrics(self) -> WorldMetrics:
         """A snapshot of the world's figures between two ticks (see `WorldMetrics`).
@@ -434,9 +433,12 @@ class World(RunLoop):
     ) -> TickReport:
         with self._lock, _ESPER_LOCK, self._in_esper():
             state = self._state
-            # A tick given its time is a replayed one: probes see live ticks only.
-            probe = state.probe = self._probe if now is None else None
-            started = time.perf_counter() if probe is not None else 0.0
+            # A tick given its time is a replayed one: probes and metrics see live ticks only.
+            live = now is None
+            probe = state.probe = self._probe if live else None
+            recorder = self._recorder if live else None
+            watched = probe is not None or recorder is not None
+            started = perf_counter() if watched else 0.0
             state.tick += 1
             state.now = self.clock.now() if now is None else now
             if self._timers:
@@ -444,8 +446,11 @@ class World(RunLoop):
             state.inputs = inputs
             state.changed_this_tick = len(inputs)
             state.stepped = 0
-            if probe is not None:
-                probe.applied(inputs)
+            if inputs and watched:
+                if recorder is not None:
+                    recorder.applied(inputs)
+                if probe is not None:
+                    probe.applied(inputs)
             esper.process(state)
             state.inputs = []
             digest = None
@@ -461,8 +466,12 @@ class World(RunLoop):
             report = TickReport(
                 state.tick, state.now, len(inputs), state.stepped, state.changed_this_tick, digest
             )
-            if probe is not None:
-                probe.ticked(report, time.perf_counter() - started)
+            if watched:
+                seconds = perf_counter() - started
+                if recorder is not None:
+                    recorder.ticked(seconds)
+                if probe is not None:
+                    probe.ticked(report, seconds)
             for observer in self._observers:
                 try:
                     observer(report, inputs)
