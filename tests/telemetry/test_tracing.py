@@ -21,6 +21,7 @@ from opentelemetry.trace import StatusCode
 
 from runtime import (
     Ask,
+    AskUserTool,
     CallTools,
     InteractionRequest,
     InteractionResponse,
@@ -38,6 +39,7 @@ from runtime import (
     replay,
 )
 from runtime.telemetry import instrument
+from tests.conftest import wait_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,3 +347,61 @@ def test_closing_the_telemetry_ends_open_spans_and_detaches(make_world, spans):
     world.spawn(waits_for_a_person)
     world.run_until_idle()
     assert len(exporter.get_finished_spans()) == 2
+
+
+def publisher(turn):
+    (result,) = yield CallTools(ToolCall("c1", "publish", {"title": "x"}))
+    return result.error
+
+
+def asks_through_a_tool(turn):
+    (result,) = yield CallTools(ToolCall("c1", "ask_user", {"prompt": "name?"}))
+    return result.output
+
+
+def test_a_denied_call_an_expired_approval_and_a_prompt_a_tool_opened(make_world, spans):
+    provider, exporter = spans
+    tools = _tools()
+    tools.add(AskUserTool())
+    world = make_world(tools=tools, interaction_timeout_secs=30)
+    instrument(world, tracer_provider=provider)
+    denied = world.spawn(publisher, name="denied")
+    expired = world.spawn(publisher, name="expired")
+    asker = world.spawn(asks_through_a_tool, name="asker")
+    # The asker's tool job waits on a person on its lane thread: tick, never idle-wait.
+    wait_for(lambda: world.tick() and len(world.hub.pending()) == 3, what="three prompts")
+    for agent_id, request in world.hub.pending():
+        if agent_id == denied:
+            world.hub.answer(InteractionResponse(request.id, approved=False))
+        elif agent_id == asker:
+            world.hub.answer(InteractionResponse.text(request.id, "ada"))
+    wait_for(lambda: world.tick() and world.result(asker) is not None, what="the asker's answer")
+    world.clock.advance(31)  # past the last approval's deadline: it expires
+    world.run_until_idle(timeout=10)
+    assert world.result(asker) == "ada"
+    finished = exporter.get_finished_spans()
+    turns = {s.attributes["tickwork.agent_id"]: s for s in _by_name(finished, "tickwork.turn")}
+
+    def under(agent: str, name: str) -> list[ReadableSpan]:
+        ids = {turns[agent].context.span_id}
+        found = []
+        for span in sorted(finished, key=lambda s: s.start_time):
+            if span.parent is not None and span.parent.span_id in ids:
+                ids.add(span.context.span_id)
+                if span.name == name:
+                    found.append(span)
+        return found
+
+    outcomes = {
+        agent: [s.attributes["tickwork.outcome"] for s in under(agent, "tickwork.tool")]
+        for agent in (denied, expired)
+    }
+    assert outcomes == {denied: ["denied"], expired: ["denied"]}
+    assert [s.attributes["tickwork.outcome"] for s in under(expired, "tickwork.prompt")] == [
+        "expired"
+    ]
+    (tool_prompt,) = under(asker, "tickwork.prompt")
+    assert tool_prompt.parent.span_id == turns[asker].context.span_id
+    assert tool_prompt.attributes["tickwork.outcome"] == "answered"
+    (ask_call,) = under(asker, "tickwork.tool")
+    assert ask_call.attributes["tickwork.outcome"] == "ok"
