@@ -24,11 +24,14 @@ class DispatchWork(esper.Processor):
         if not state.to_dispatch:
             return
         work, state.to_dispatch = state.to_dispatch, []
+        probe = state.probe  # telemetry: sees each item as it goes out
         for rec, action in work:
             if rec.status.kind.is_terminal:
                 continue
             try:
                 _dispatch(state, rec, action)
+                if probe is not None:
+                    probe.dispatched(rec, action)
             except Exception as exc:
                 finish(state, rec, StatusKind.ERROR, f"DispatchWork: {describe(exc)}")
 

@@ -225,6 +225,9 @@ def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
     if rec.handle is not None:
         # A fresh token per turn: an interrupt that landed while idle must not eat this one.
         rec.handle.rearm()
+    probe = state.probe
+    if probe is not None:
+        probe.turn_started(rec)
     if message is not None:
         add_history(state, rec, "user", as_text(message))
     view = HistoryView(rec.history.entries)
@@ -260,8 +263,11 @@ def _close(rec: AgentRecord) -> None:
             log.exception("behaviour of agent %s raised while being closed", rec.id)
 
 
-def _clear_turn(state: WorldState, rec: AgentRecord) -> None:
+def _clear_turn(state: WorldState, rec: AgentRecord, outcome: str, message: str = "") -> None:
     turn = rec.turn
+    probe = state.probe
+    if probe is not None:
+        probe.turn_ended(rec, outcome, message)
     _close(rec)
     turn.phase = Phase.DONE
     turn.inflight = None
@@ -281,7 +287,7 @@ def end_turn(state: WorldState, rec: AgentRecord, value: Any) -> None:
     A queued message starts the next turn; otherwise an interactive agent goes IDLE and
     any other becomes COMPLETE with ``value``.
     """
-    _clear_turn(state, rec)
+    _clear_turn(state, rec, "ok")
     rec.result = value
     if rec.mailbox:
         start_turn(state, rec, rec.mailbox.popleft())
@@ -293,7 +299,7 @@ def end_turn(state: WorldState, rec: AgentRecord, value: Any) -> None:
 
 def abandon_turn(state: WorldState, rec: AgentRecord) -> None:
     """Drop the current turn (an interrupt); the agent waits for its next input."""
-    _clear_turn(state, rec)
+    _clear_turn(state, rec, "interrupted")
     if rec.mailbox:
         start_turn(state, rec, rec.mailbox.popleft())
     else:
@@ -316,7 +322,7 @@ def finish(state: WorldState, rec: AgentRecord, kind: StatusKind, message: str) 
     assert kind.is_terminal
     if rec.status.kind.is_terminal:
         return  # rule: a terminal agent is never revived, nor re-terminated
-    _clear_turn(state, rec)
+    _clear_turn(state, rec, kind.value, message)
     rec.paused_from = None
     rec.status.kind, rec.status.reason, rec.status.message = kind, None, message
     state.to_abort.append(rec)

@@ -37,6 +37,8 @@ def test_every_benchmark_of_the_issue_is_registered_once_in_the_issues_order():
         "vs_asyncio",
         "replay_speed",
         "memory_per_agent",
+        "telemetry_idle_tick",
+        "telemetry_step_throughput",
     ]
     assert set(BENCHMARKS) == set(ORDER)
 

@@ -23,6 +23,7 @@ ROOMS = [
     "cluster",
     "scenario",
     "journal",
+    "telemetry",
     "control",
     "cli",
 ]

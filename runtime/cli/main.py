@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ticks", type=_positive, metavar="N", help="stop after N ticks")
     run.add_argument("--quiet", action="store_true", help="no live view")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _metrics(run)
     run.set_defaults(func=cmd_run)
 
     serve = sub.add_parser("serve", help="run a scenario with the control channel open")
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     _state_dir(serve)
     serve.add_argument("--quiet", action="store_true", help="do not print prompts as they open")
     serve.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    _metrics(serve)
     serve.set_defaults(func=cmd_serve)
 
     check = sub.add_parser("validate", help="check scenarios and list every problem")
@@ -69,6 +71,15 @@ def _state_dir(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="where the control socket and token live"
         " (default: $TICKWORK_STATE_DIR, else $XDG_RUNTIME_DIR/tickwork, else a per-user temp dir)",
+    )
+
+
+def _metrics(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics while it runs"
+        " (port 0: any free port; needs the `metrics` extra)",
     )
 
 

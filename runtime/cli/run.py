@@ -15,6 +15,7 @@ from types import FrameType
 from rich.console import Console
 from rich.live import Live
 
+from runtime.cli.observe import CommandTelemetry, check_metrics_address
 from runtime.cli.view import LiveView, RunStats, Summary, render_summary, summarize
 from runtime.errors import TickLimitError
 from runtime.journal import Journal
@@ -126,12 +127,15 @@ def announce_backend(scenario: Scenario) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``tickwork run``: run a scenario to the end with a live view, then print a summary."""
+    check_metrics_address(args.metrics)
     scenario = load_scenario(args.scenario)
     journal = open_journal(args.journal, scenario)
     announce_backend(scenario)
     world = build_world(scenario, journal=journal)
     stop = threading.Event()
+    telemetry = CommandTelemetry(world, args.metrics)
     try:
+        telemetry.start()
         stats = RunStats(world)
         if scenario.operator is not None:
             op = scenario.operator
@@ -155,6 +159,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             world, stats, scenario=scenario.name, ended=ended, wall_secs=wall, journal=args.journal
         )
     finally:
+        telemetry.close()
         world.close()  # cancels anything still in flight and closes the journal
     summary.extra["scenario_agents"] = scenario.agent_count
     print_summary(summary, args.json, _open_prompt_hint(summary))

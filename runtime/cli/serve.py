@@ -8,6 +8,7 @@ import threading
 import time
 
 from components import PromptOpened
+from runtime.cli.observe import CommandTelemetry, check_metrics_address
 from runtime.cli.run import announce_backend, open_journal, print_summary, signals_set
 from runtime.cli.view import RunStats, summarize
 from runtime.control import ControlServer, StateDir, default_state_dir
@@ -55,16 +56,20 @@ class _PromptPrinter:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """``tickwork serve``: run a scenario with the control channel open until it ends."""
+    check_metrics_address(args.metrics)
     scenario = load_scenario(args.scenario)
     state = StateDir(args.state_dir if args.state_dir else default_state_dir())
     state.prepare()
     state.acquire()  # before anything is created: a second serve changes nothing
     world = None
     server = None
+    telemetry = None
     stop = threading.Event()
     try:
         announce_backend(scenario)
         world = build_world(scenario, journal=open_journal(args.journal, scenario))
+        telemetry = CommandTelemetry(world, args.metrics)
+        telemetry.start()
         stats = RunStats(world)
         if scenario.operator is not None:
             op = scenario.operator
@@ -105,6 +110,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.close()
+        if telemetry is not None:
+            telemetry.close()
         if world is not None:
             world.close()  # cancels in-flight work, settles prompts, closes the journal
         state.release()

@@ -7,6 +7,8 @@ keeps per agent is in ``state.py``; what enters between ticks is in ``inputs.py`
 from runtime.world.actions import Action, Ask, Behavior, CallTools, Join, Sleep, Spawn, Think, Turn
 from runtime.world.behaviors import BehaviorRegistry, behavior, register_behavior
 from runtime.world.loop import REDRIVE_SECS
+from runtime.world.metrics import Histogram, WorldMetrics
+from runtime.world.probe import Probe, ProbeFanout
 from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
 from runtime.world.world import World
@@ -18,7 +20,10 @@ __all__ = [
     "Behavior",
     "BehaviorRegistry",
     "CallTools",
+    "Histogram",
     "Join",
+    "Probe",
+    "ProbeFanout",
     "Recorder",
     "Sleep",
     "Spawn",
@@ -26,6 +31,7 @@ __all__ = [
     "TickReport",
     "Turn",
     "World",
+    "WorldMetrics",
     "behavior",
     "register_behavior",
 ]

@@ -30,8 +30,9 @@ from runtime.cancel import InterruptHandle
 from runtime.models.base import ModelRequest
 from runtime.world.actions import Action
 from runtime.world.behaviors import BehaviorRegistry
+from runtime.world.report import TickReport
 
-__all__ = ["AgentRecord", "Effects", "PendingBatch", "Throw", "WorldState"]
+__all__ = ["AgentRecord", "Effects", "PendingBatch", "Probe", "Throw", "WorldState"]
 
 
 class Effects(Protocol):
@@ -58,6 +59,31 @@ class Effects(Protocol):
 
     def requires_approval(self, tool: str) -> bool:
         """Whether calls of ``tool`` need a person's approval first."""
+
+
+class Probe(Protocol):
+    """Something that watches a live world's tick thread (see `runtime.world.probe`).
+
+    ``turn_ended``'s ``outcome`` is ``"ok"`` (the behaviour returned), ``"interrupted"``,
+    ``"error"`` or ``"cancelled"``; it may come for an agent with no turn open (an idle
+    agent cancelled, a turn already ended), which a probe ignores. Keep every method quick.
+    """
+
+    def applied(self, inputs: list[tuple[int, object]]) -> None:
+        """The tick's inputs (never empty), in sequence order, before any system runs."""
+
+    def turn_started(self, rec: AgentRecord) -> None:
+        """A turn of ``rec`` starts (``rec.turn.generation`` is its number)."""
+
+    def turn_ended(self, rec: AgentRecord, outcome: str, message: str) -> None:
+        """The current turn of ``rec`` ends with ``outcome`` (``message``: an error's text)."""
+
+    def dispatched(self, rec: AgentRecord, action: Action) -> None:
+        """``action`` (a ``Think``, ``CallTools`` or ``Ask``) went out: ``rec.turn`` holds
+        its id (``inflight``) and, for tool calls, the ``PendingBatch`` (``pending``)."""
+
+    def ticked(self, report: TickReport, seconds: float) -> None:
+        """The tick ended after ``seconds`` of wall time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +222,8 @@ class WorldState:
         self.changed_this_tick = 0
         self.stepped = 0
         self.stale_dropped = 0
+        # The live tick's probe (runtime.world.probe), None in replays and when unwatched.
+        self.probe: Probe | None = None
 
     def touch(self, rec: AgentRecord) -> None:
         """Note that ``rec``'s state changed (for the digest and the fixed-point test)."""

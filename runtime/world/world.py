@@ -16,6 +16,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
+from time import perf_counter
 from types import TracebackType
 from typing import Any
 
@@ -44,6 +45,8 @@ from runtime.world.inputs import (
     SpawnAgent,
 )
 from runtime.world.loop import REDRIVE_SECS, RunLoop
+from runtime.world.metrics import MetricsRecorder, WorldMetrics
+from runtime.world.probe import Probe, ProbeFanout
 from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
 from runtime.world.state import Effects, WorldState
@@ -149,6 +152,10 @@ class World(RunLoop):
         # Host timers (call_at) and tick observers: run on the tick thread, never in a replay.
         self._timers = HostTimers()
         self._observers: list[Callable[[TickReport, list[tuple[int, object]]], object]] = []
+        # Probes (telemetry) see live ticks only; `_probe` is the one the tick calls.
+        self._probes: list[Probe] = []
+        self._probe: Probe | None = None
+        self._recorder: MetricsRecorder | None = None
         self._name = f"tickwork-{next(_world_numbers)}"
         from systems import LaneGauge, build_pipeline  # systems import the world's data types
 
@@ -267,6 +274,59 @@ class World(RunLoop):
             return False
         return True
 
+    def add_probe(self, probe: Probe) -> None:
+        """Attach ``probe`` to the tick thread's events (`runtime.world.probe`), from the next
+        live tick on. Replays call no probe."""
+        with self._lock:
+            self._probes.append(probe)
+            self._set_probe()
+
+    def remove_probe(self, probe: Probe) -> bool:
+        """Detach ``probe``; returns whether it was attached."""
+        with self._lock:
+            try:
+                self._probes.remove(probe)
+            except ValueError:
+                return False
+            self._set_probe()
+            return True
+
+    def _set_probe(self) -> None:
+        probes = self._probes
+        self._probe = (
+            None if not probes else probes[0] if len(probes) == 1 else ProbeFanout(tuple(probes))
+        )
+
+    def record_metrics(self) -> None:
+        """Start filling the histograms and token counts of ``metrics()`` (idempotent).
+
+        Off by default, so a world nobody watches pays nothing for them.
+        """
+        with self._lock:
+            if self._recorder is None:
+                self._recorder = MetricsRecorder()
+
+    def metrics(self) -> WorldMetrics:
+        """A snapshot of the world's figures between two ticks (see `WorldMetrics`).
+
+        Agents by status (O(agents)), lane counters and open prompts are read now; the
+        histograms and token counts are those recorded since ``record_metrics()``.
+        """
+        lanes = {lane.name: lane.stats() for lane in (self.lane, self.inference_lane)}
+        prompts_open = self.hub.stats().open
+        with self._lock:
+            agents = {kind.value: n for kind, n in self.counts().items()}
+            recorder = self._recorder
+            figures = recorder if recorder is not None else MetricsRecorder()
+            return figures.snapshot(
+                self._state.tick,
+                self._state.now,
+                agents=agents,
+                lanes=lanes,
+                prompts_open=prompts_open,
+                recording=recorder is not None,
+            )
+
     def post(self, item: object) -> int:
         """Put a raw input into the inbox (an outcome, a prompt event); returns its seq."""
         self._check_open()
@@ -373,6 +433,12 @@ class World(RunLoop):
     ) -> TickReport:
         with self._lock, _ESPER_LOCK, self._in_esper():
             state = self._state
+            # A tick given its time is a replayed one: probes and metrics see live ticks only.
+            live = now is None
+            probe = state.probe = self._probe if live else None
+            recorder = self._recorder if live else None
+            watched = probe is not None or recorder is not None
+            started = perf_counter() if watched else 0.0
             state.tick += 1
             state.now = self.clock.now() if now is None else now
             if self._timers:
@@ -380,6 +446,11 @@ class World(RunLoop):
             state.inputs = inputs
             state.changed_this_tick = len(inputs)
             state.stepped = 0
+            if inputs and watched:
+                if recorder is not None:
+                    recorder.applied(inputs)
+                if probe is not None:
+                    probe.applied(inputs)
             esper.process(state)
             state.inputs = []
             digest = None
@@ -395,6 +466,12 @@ class World(RunLoop):
             report = TickReport(
                 state.tick, state.now, len(inputs), state.stepped, state.changed_this_tick, digest
             )
+            if watched:
+                seconds = perf_counter() - started
+                if recorder is not None:
+                    recorder.ticked(seconds)
+                if probe is not None:
+                    probe.ticked(report, seconds)
             for observer in self._observers:
                 try:
                     observer(report, inputs)

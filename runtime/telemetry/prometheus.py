@@ -1,0 +1,141 @@
+"""Prometheus text at ``/metrics``: a world's `WorldMetrics`, read afresh at every scrape.
+
+Built on ``prometheus-client`` (the ``metrics`` extra): `WorldCollector` is a custom
+collector that turns one ``world.metrics()`` snapshot into metric families, so a scrape
+costs one snapshot and the tick thread never touches a Prometheus object. `serve_metrics`
+runs the client's HTTP server on its own thread, with a registry of its own (the world's
+families plus the process and GC collectors), never the client's global one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+from components import StatusKind
+from runtime.errors import ConfigError
+from runtime.telemetry.address import parse_address
+from runtime.world import World
+from runtime.world.metrics import Histogram
+
+__all__ = ["MetricsServer", "WorldCollector", "serve_metrics"]
+
+_LANE_GAUGES = (
+    ("busy", "jobs running on the lane, each holding a permit"),
+    ("queued", "jobs waiting for a permit"),
+    ("parked", "jobs running off the lane (waiting on a person), holding no permit"),
+    ("capacity", "the lane's permits"),
+)
+_HISTOGRAMS = (
+    ("tick_seconds", "wall time of each live tick"),
+    ("tool_seconds", "time each tool batch ran on the tool lane"),
+    ("model_seconds", "time each model call ran on the inference lane"),
+    ("prompt_wait_seconds", "world time from a prompt's opening to its settlement"),
+)
+
+
+class WorldCollector(Collector):
+    """A collector of one world's figures (see `runtime.world.metrics.WorldMetrics`)."""
+
+    def __init__(self, world: World) -> None:
+        self._world = world
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._world.metrics()
+        agents = GaugeMetricFamily("tickwork_agents", "agents by status", labels=["status"])
+        for kind in StatusKind:
+            agents.add_metric([kind.value], m.agents.get(kind.value, 0))
+        yield agents
+        for field, doc in _LANE_GAUGES:
+            gauge = GaugeMetricFamily(f"tickwork_lane_{field}", doc, labels=["lane"])
+            for name, stats in m.lanes.items():
+                gauge.add_metric([name], getattr(stats, field))
+            yield gauge
+        yield GaugeMetricFamily("tickwork_prompts_open", "prompts waiting for a person",
+                                value=m.prompts_open)  # fmt: skip
+        yield CounterMetricFamily("tickwork_ticks", "ticks the world has run", value=m.tick)
+        for field, doc in _HISTOGRAMS:
+            yield _histogram(f"tickwork_{field}", doc, getattr(m, field))
+        tokens = CounterMetricFamily(
+            "tickwork_tokens", "model tokens used, by type (from replies' usage)", labels=["type"]
+        )
+        tokens.add_metric(["input"], m.input_tokens)
+        tokens.add_metric(["output"], m.output_tokens)
+        yield tokens
+
+
+def _histogram(name: str, doc: str, hist: Histogram) -> HistogramMetricFamily:
+    buckets = [(_le(bound), count) for bound, count in hist.cumulative()]
+    return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=hist.sum)
+
+
+def _le(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(bound)
+
+
+class MetricsServer:
+    """A running ``/metrics`` endpoint; ``close()`` stops it (idempotent)."""
+
+    def __init__(self, httpd: Any, thread: Any) -> None:
+        self._httpd = httpd
+        self._thread = thread
+        host, port = httpd.server_address[:2]
+        self.host: str = host
+        self.port: int = port
+
+    @property
+    def url(self) -> str:
+        """Where to scrape: ``http://HOST:PORT/metrics``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def close(self) -> None:
+        if self._httpd is None:
+            return
+        httpd, self._httpd = self._httpd, None
+        httpd.shutdown()
+        httpd.server_close()
+        self._thread.join(5.0)
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve_metrics(world: World, address: str, *, name: str = "address") -> MetricsServer:
+    """Serve ``world``'s figures as Prometheus text at ``http://ADDRESS/metrics``.
+
+    Switches the world's metric recording on (``world.record_metrics()``). ``name`` is what
+    an error calls the address (``--metrics`` on the command line).
+
+    Raises:
+        ConfigError: ``address`` is malformed, or nothing can listen there (in use, not an
+            address of this machine).
+    """
+    host, port = parse_address(address, name=name)
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(WorldCollector(world))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    try:
+        httpd, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(f"`{name}` cannot listen on {address!r}: {reason}") from None
+    world.record_metrics()
+    return MetricsServer(httpd, thread)

@@ -1,0 +1,49 @@
+"""The probe seam: what a live world's tick thread tells an observer as it happens.
+
+A probe (the `Probe` protocol, defined beside the other tick-thread seams in ``state.py``)
+sees the events an agent waits on, in the order the tick thread meets them: the inputs a
+tick applies (outcomes, prompt events, commands), a turn starting and ending, work being
+dispatched, and the tick's own duration. Telemetry (`runtime.telemetry`) is built on it;
+the world room defines the protocol so that it never imports the rooms above it.
+
+Probes run on the tick thread, under the world's lock, and only in live ticks: a replay
+(and the replayed prefix of a resume) calls none, so it emits no spans and counts nothing
+twice. With no probe attached each hook point costs one ``is None`` test.
+"""
+
+from __future__ import annotations
+
+from runtime.world.actions import Action
+from runtime.world.report import TickReport
+from runtime.world.state import AgentRecord, Probe
+
+__all__ = ["Probe", "ProbeFanout"]
+
+
+class ProbeFanout:
+    """Several probes behind one, called in the order they were attached."""
+
+    __slots__ = ("probes",)
+
+    def __init__(self, probes: tuple[Probe, ...]) -> None:
+        self.probes = probes
+
+    def applied(self, inputs: list[tuple[int, object]]) -> None:
+        for probe in self.probes:
+            probe.applied(inputs)
+
+    def turn_started(self, rec: AgentRecord) -> None:
+        for probe in self.probes:
+            probe.turn_started(rec)
+
+    def turn_ended(self, rec: AgentRecord, outcome: str, message: str) -> None:
+        for probe in self.probes:
+            probe.turn_ended(rec, outcome, message)
+
+    def dispatched(self, rec: AgentRecord, action: Action) -> None:
+        for probe in self.probes:
+            probe.dispatched(rec, action)
+
+    def ticked(self, report: TickReport, seconds: float) -> None:
+        for probe in self.probes:
+            probe.ticked(report, seconds)
