@@ -4,6 +4,7 @@ Everything a user needs is importable from here; the data types live in ``compon
 and are re-exported unchanged.
 """
 
+import runtime.telemetry  # noqa: F401  (registers tracing for worlds a host instruments)
 from components import (
     Entry,
     InteractionKind,

@@ -14,13 +14,20 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ConfigError
-from runtime.world import World
+from runtime.world import Probe, World
 
 if TYPE_CHECKING:
     from runtime.telemetry.prometheus import MetricsServer
     from runtime.telemetry.tracing import Tracing
 
-__all__ = ["Telemetry", "instrument", "serve_metrics", "tracing_available", "tracing_configured"]
+__all__ = [
+    "Telemetry",
+    "configured_tracing",
+    "instrument",
+    "serve_metrics",
+    "tracing_available",
+    "tracing_configured",
+]
 
 
 def tracing_available() -> bool:
@@ -98,9 +105,28 @@ def instrument(
     if traces:
         from runtime.telemetry.tracing import Tracing
 
-        tracing = Tracing(tracer_provider)
-        world.add_probe(tracing)
+        attached = [p for p in world.probes() if isinstance(p, Tracing)]
+        if tracer_provider is None and attached:
+            tracing = attached[0]  # the world already traces to the host's global provider
+        else:
+            tracing = Tracing(tracer_provider)
+            world.add_probe(tracing)
     return Telemetry(world, tracing)
+
+
+def configured_tracing() -> Probe | None:
+    """A tracing probe when the host has set an OpenTelemetry tracer provider, else None.
+
+    Registered in `runtime.world.probe.PROBE_FACTORIES`: every live world made after the host
+    configured tracing emits spans without an ``instrument`` call (a library instruments
+    through the API; the host decides where spans go). ``instrument`` attaches one
+    explicitly, for a provider of the host's own or a provider set after the world was made.
+    """
+    if not tracing_configured():
+        return None
+    from runtime.telemetry.tracing import Tracing
+
+    return Tracing(None)
 
 
 def serve_metrics(world: World, address: str, *, name: str = "address") -> MetricsServer:

@@ -13,11 +13,26 @@ twice. With no probe attached each hook point costs one ``is None`` test.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from runtime.world.actions import Action
 from runtime.world.report import TickReport
 from runtime.world.state import AgentRecord, Probe
 
-__all__ = ["Probe", "ProbeFanout"]
+__all__ = ["PROBE_FACTORIES", "Probe", "ProbeFanout", "process_probes"]
+
+PROBE_FACTORIES: list[Callable[[], Probe | None]] = []
+"""Called once for every new live world; each probe returned is attached to it.
+
+A room above the world registers here (`runtime.telemetry` registers its tracing, which
+returns a probe only when the host has configured an OpenTelemetry tracer provider), so a
+world is instrumented the way the host set the process up without importing that room.
+"""
+
+
+def process_probes() -> list[Probe]:
+    """The probes every factory in `PROBE_FACTORIES` gives a new live world."""
+    return [probe for factory in PROBE_FACTORIES if (probe := factory()) is not None]
 
 
 class ProbeFanout:

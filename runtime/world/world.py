@@ -46,7 +46,7 @@ from runtime.world.inputs import (
 )
 from runtime.world.loop import REDRIVE_SECS, RunLoop
 from runtime.world.metrics import MetricsRecorder, WorldMetrics
-from runtime.world.probe import Probe, ProbeFanout
+from runtime.world.probe import Probe, ProbeFanout, process_probes
 from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
 from runtime.world.state import Effects, WorldState
@@ -125,6 +125,7 @@ class World(RunLoop):
         )
         self.behaviors = BehaviorRegistry(parent=GLOBAL_BEHAVIORS)
         self.behaviors.update(behaviors or {})
+        live = effects is None  # a replay hands in its own effects
         if effects is None:
             effects = LiveEffects(
                 inbox=self._inbox,
@@ -153,8 +154,10 @@ class World(RunLoop):
         self._timers = HostTimers()
         self._observers: list[Callable[[TickReport, list[tuple[int, object]]], object]] = []
         # Probes (telemetry) see live ticks only; `_probe` is the one the tick calls.
-        self._probes: list[Probe] = []
+        # A live world starts with the probes the process set up (telemetry); a replay none.
+        self._probes: list[Probe] = process_probes() if live else []
         self._probe: Probe | None = None
+        self._set_probe()
         self._recorder: MetricsRecorder | None = None
         self._name = f"tickwork-{next(_world_numbers)}"
         from systems import LaneGauge, build_pipeline  # systems import the world's data types
@@ -290,6 +293,11 @@ class World(RunLoop):
                 return False
             self._set_probe()
             return True
+
+    def probes(self) -> tuple[Probe, ...]:
+        """The attached probes, in the order they were attached."""
+        with self._lock:
+            return tuple(self._probes)
 
     def _set_probe(self) -> None:
         probes = self._probes

@@ -405,3 +405,50 @@ def test_a_denied_call_an_expired_approval_and_a_prompt_a_tool_opened(make_world
     assert tool_prompt.attributes["tickwork.outcome"] == "answered"
     (ask_call,) = under(asker, "tickwork.tool")
     assert ask_call.attributes["tickwork.outcome"] == "ok"
+
+
+_GLOBAL_PROVIDER_RUN = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from runtime import ManualClock, ScriptedModel, Think, World
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+if SET_PROVIDER:
+    trace.set_tracer_provider(provider)
+
+def worker(turn):
+    reply = yield Think("plan")
+    return reply.text
+
+from runtime.telemetry import instrument
+
+with World(clock=ManualClock(), models={"default": ScriptedModel(["ok"])}) as world:
+    instrument(world)  # a second, explicit call must not trace every span twice
+    world.spawn(worker, "go")
+    world.run_until_idle(timeout=30)
+print(sorted(span.name for span in exporter.get_finished_spans()))
+"""
+
+
+@pytest.mark.parametrize("set_provider", [True, False])
+def test_a_world_made_after_the_host_set_a_tracer_provider_emits_spans_unasked(set_provider):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", f"SET_PROVIDER = {set_provider}\n{_GLOBAL_PROVIDER_RUN}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    spans = done.stdout.strip()
+    # With the host's provider set: one turn and one think span, however often instrumented;
+    # without it, the explicit instrument() traces to the no-op global provider.
+    assert spans == ("['tickwork.think', 'tickwork.turn']" if set_provider else "[]")
