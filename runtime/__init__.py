@@ -50,6 +50,7 @@ from runtime.scenario import Scenario, load_scenario
 from runtime.tools import AskUserTool, ShellTool, SleepTool, Tool, ToolContext, ToolRegistry
 from runtime.wake import Wake
 from runtime.world import (
+    PENDING,
     Action,
     Ask,
     Behavior,
@@ -58,6 +59,7 @@ from runtime.world import (
     Join,
     Sleep,
     Spawn,
+    SystemContext,
     Think,
     TickReport,
     Turn,
@@ -67,6 +69,7 @@ from runtime.world import (
 )
 
 __all__ = [
+    "PENDING",
     "Action",
     "Ask",
     "AskUserTool",
@@ -119,6 +122,7 @@ __all__ = [
     "Spawn",
     "Status",
     "StatusKind",
+    "SystemContext",
     "Think",
     "TickLimitError",
     "TickReport",

@@ -24,13 +24,19 @@ class DispatchWork(esper.Processor):
         if not state.to_dispatch:
             return
         work, state.to_dispatch = state.to_dispatch, []
+        host_actions = state.host_actions
         for rec, action in work:
             if rec.status.kind.is_terminal:
                 continue
             try:
-                _dispatch(state, rec, action)
+                if action.__class__ in host_actions:
+                    state.host.run_action(rec, action)  # a host action: its handler, now
+                else:
+                    _dispatch(state, rec, action)
             except Exception as exc:
                 finish(state, rec, StatusKind.ERROR, f"DispatchWork: {describe(exc)}")
+        if host_actions:
+            state.host.end_actions()  # the handlers' structural changes, batched
 
 
 def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:

@@ -6,12 +6,14 @@ keeps per agent is in ``state.py``; what enters between ticks is in ``inputs.py`
 
 from runtime.world.actions import Action, Ask, Behavior, CallTools, Join, Sleep, Spawn, Think, Turn
 from runtime.world.behaviors import BehaviorRegistry, behavior, register_behavior
+from runtime.world.context import PENDING, SystemContext
 from runtime.world.loop import REDRIVE_SECS
 from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
 from runtime.world.world import World
 
 __all__ = [
+    "PENDING",
     "REDRIVE_SECS",
     "Action",
     "Ask",
@@ -22,6 +24,7 @@ __all__ = [
     "Recorder",
     "Sleep",
     "Spawn",
+    "SystemContext",
     "Think",
     "TickReport",
     "Turn",
