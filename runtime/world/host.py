@@ -101,13 +101,16 @@ class HostECS:
         self.types.setdefault(type_name(cls), cls)
 
     def resolve(self, comp: Any) -> Any:
-        """A component from a journal's `ComponentData` (others pass through unchanged).
+        """The component an input's ``comp`` stands for (a journal's `ComponentData`, or a
+        copy of a live one).
 
         Raises:
             ConfigError: the type is neither registered nor importable as a dataclass.
         """
         if type(comp) is not ComponentData:
-            return comp
+            # A copy: the input keeps the value it was given, which the journal encodes
+            # after the tick (when systems may have changed the entity's own).
+            return copy.deepcopy(comp)
         cls = self.find_type(comp.type_name)
         return cls(**comp.fields)
 

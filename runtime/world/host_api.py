@@ -132,7 +132,7 @@ class HostAPI:
             raise ConfigError(f"`fn` must be callable, got {fn!r}")
         host = self._host
         gap = host.gap(self._stages, after, before)
-        system = HostSystem(host, fn, name or str(getattr(fn, "__qualname__", repr(fn))))
+        system = HostSystem(host, fn, name or str(getattr(fn, "__name__", repr(fn))))
         with self._ticking():
             host.systems.append((gap, system))
             esper.add_processor(system, gap_priority(gap, len(self._stages)))
