@@ -6,13 +6,13 @@ actions and receives each action's result; returning ends the turn.
 
 from __future__ import annotations
 
-import copy
 import random
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar, overload
 
 from components import Entry, InteractionRequest, ToolCall
+from runtime.world.host_data import copy_component
 
 __all__ = [
     "Action",
@@ -186,7 +186,7 @@ class Turn:
         """A copy of the agent's own host component of that type, or None."""
         comps = getattr(self._rec, "components", None)
         found = None if comps is None else comps.get(component_type)
-        return None if found is None else copy.deepcopy(found)
+        return None if found is None else copy_component(found)
 
     def __repr__(self) -> str:
         return f"Turn(agent_id={self.agent_id!r}, generation={self.generation})"

@@ -34,7 +34,14 @@ from components import Agent, Phase, StatusKind
 from runtime.errors import ConfigError
 from runtime.world.context import PENDING, SystemContext
 from runtime.world.digest import agent_digest, combine
-from runtime.world.host_data import create_entity_as, entity_table, flatten, is_builtin, type_name
+from runtime.world.host_data import (
+    copy_component,
+    create_entity_as,
+    entity_table,
+    flatten,
+    is_builtin,
+    type_name,
+)
 from runtime.world.inputs import ComponentData
 from runtime.world.state import AgentRecord, WorldState
 
@@ -194,7 +201,7 @@ class HostECS:
         for entity in sorted(self.entities):
             comps = self.entities[entity]
             if all(t in comps for t in types):
-                out.append((entity, tuple(copy.deepcopy(comps[t]) for t in types)))
+                out.append((entity, tuple(copy_component(comps[t]) for t in types)))
         return out
 
     def take_errors(self) -> tuple[str, ...]:
