@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,15 @@ class Vel:
 
 
 def move(ctx: SystemContext) -> None:
-    """The host system: query two components, update one, tell the world it changed."""
+    """The host system: query two components, update one in place (the digest sees
+    in-place changes to what a query handed out; no per-entity call)."""
+    for _entity, (pos, vel) in ctx.query(Pos, Vel):
+        pos.x += vel.dx
+        pos.y += vel.dy
+
+
+def move_and_set(ctx: SystemContext) -> None:
+    """The same, telling the loop of every change with ``ctx.set`` (details only)."""
     for entity, (pos, vel) in ctx.query(Pos, Vel):
         pos.x += vel.dx
         pos.y += vel.dy
@@ -49,11 +58,11 @@ class Move(esper.Processor):
             pos.y += vel.dy
 
 
-def _tickwork_rate(ticks: int) -> float:
+def _tickwork_rate(ticks: int, system: Callable[[SystemContext], None] = move) -> float:
     with World(clock=ManualClock()) as world:
         for i in range(ENTITIES):
             world.add_entity(Pos(i, 0.0), Vel(1.0, 0.5))
-        world.add_system(move)
+        world.add_system(system)
         world.tick()  # applies the entities and fills esper's cache
         started = time.perf_counter()
         for _ in range(ticks):
@@ -83,7 +92,7 @@ def _esper_rate(ticks: int) -> float:
     "host_system",
     unit="updates/s",
     target=">= 0.8",
-    ours="a host system over 10k entities (query Pos+Vel, update Pos, ctx.set), per tick",
+    ours="a host system over 10k entities (query Pos+Vel, update Pos in place), per tick",
     baseline="the same update as a bare esper Processor in its own esper world",
 )
 def host_system(ctx: Context) -> Result:
@@ -91,9 +100,9 @@ def host_system(ctx: Context) -> Result:
     ours, base = interleave(
         ctx, lambda: _tickwork_rate(ticks), lambda: _esper_rate(ticks), reps=ctx.pick(3, 7)
     )
-    return paired_result(
-        BENCHMARKS["host_system"], ours, base, details={"entities": ENTITIES, "ticks": ticks}
-    )
+    with_set = _tickwork_rate(ticks, move_and_set)
+    details = {"entities": ENTITIES, "ticks": ticks, "with_ctx_set_updates_per_s": with_set}
+    return paired_result(BENCHMARKS["host_system"], ours, base, details=details)
 
 
 def _village_fps(npcs: int, frames: int) -> float:

@@ -26,9 +26,9 @@ def test_the_embedded_host_example_runs():
 
 def test_the_village_runs_records_and_replays_with_the_setup_the_user_allows(tmp_path):
     journal = tmp_path / "village.db"
+    run = [sys.executable, "examples/village/run.py", "--frames", "40", "--npcs", "60"]
     done = subprocess.run(
-        [sys.executable, "examples/village/run.py", "--frames", "40", "--npcs", "60"]
-        + ["--journal", str(journal)],
+        [*run, "--journal", str(journal)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -41,8 +41,11 @@ class Host(Protocol):
     entities: dict[int, dict[type, Any]]
     dirty: dict[int, None]
     sorted_queries: dict[tuple[type, ...], tuple[list[Any], list[Any]]]
+    writable: dict[tuple[type, ...], bool]
+    seen: dict[int, None]
 
     def system_rng(self) -> random.Random: ...
+    def saw(self, found: list[Any]) -> None: ...
     def touch(self, entity: int) -> None: ...
     def attach(self, entity: int, comps: dict[type, Any], rec: AgentRecord | None) -> None: ...
     def add_created(self, entity: int, components: tuple[Any, ...]) -> None: ...
@@ -115,12 +118,17 @@ class SystemContext:
     def query(self, *types: type[Any]) -> list[tuple[int, tuple[Any, ...]]]:
         """Every entity having all of ``types``, as ``(entity, (components...))``, by id."""
         found = esper.get_components(*types)
-        cache = self._host.sorted_queries
+        host = self._host
+        cache = host.sorted_queries
         hit = cache.get(types)
         if hit is not None and hit[0] is found:
-            return hit[1]  # esper's cached list is unchanged, so is its order
-        ordered = sorted(found, key=_by_entity)
-        cache[types] = (found, ordered)
+            ordered = hit[1]  # esper's cached list is unchanged, so is its order
+        else:
+            ordered = sorted(found, key=_by_entity)
+            cache[types] = (found, ordered)
+            host.writable[types] = not all(is_builtin(t) for t in types)
+        if host.writable[types]:
+            host.saw(ordered)  # live host components: the digest looks at them again
         return ordered
 
     def get(self, entity: int, component_type: type[C]) -> C:
@@ -142,7 +150,12 @@ class SystemContext:
             if pending is not None and component_type in pending:
                 return pending[component_type]  # type: ignore[no-any-return]
         comps = esper._entities.get(entity)
-        return None if comps is None else comps.get(component_type)
+        if comps is None:
+            return None
+        found = comps.get(component_type)
+        if found is not None and comps is self._host.entities.get(entity):
+            self._host.seen[entity] = None  # a live host component: may change in place
+        return found
 
     def set(self, entity: int, *components: Any) -> None:
         """Put ``components`` on ``entity``: tracked, for the digest and the journal.

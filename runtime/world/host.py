@@ -49,6 +49,9 @@ __all__ = ["HOST_IDS_START", "HostECS", "HostSystem"]
 
 log = logging.getLogger("tickwork.host")
 
+MAX_SEEN = 256
+"""Query results remembered between digests before every host entity counts as seen."""
+
 HOST_IDS_START = 1 << 32
 """The first id ``World.add_entity`` mints (ids made on the tick thread stay below it)."""
 
@@ -94,6 +97,14 @@ class HostECS:
         self.systems: list[tuple[int, HostSystem]] = []  # (gap, system), in order added
         self.errors: list[str] = []  # what host code raised this tick
         self.sorted_queries: dict[tuple[type, ...], tuple[list[Any], list[Any]]] = {}
+        # What host code was handed live host components of since the last digest: it may
+        # have changed them in place, so the digest looks at them again (and reports only
+        # those whose fields did change). Query results by identity (one store per query,
+        # not per entity), entities read with `get`; past `MAX_SEEN` lists, everything.
+        self.writable: dict[tuple[type, ...], bool] = {}  # query types -> any host type
+        self.seen_lists: dict[int, list[Any]] = {}
+        self.seen: dict[int, None] = {}
+        self.seen_all = False
         self.rng: random.Random | None = None
         self._action_ctx: SystemContext | None = None
 
@@ -174,6 +185,35 @@ class HostECS:
         agent = None if comps is None else comps.get(Agent)
         return None if agent is None else self.state.records.get(agent.id)
 
+    def saw(self, found: list[Any]) -> None:
+        """Host code was handed the components of a query result (live objects)."""
+        if len(self.seen_lists) >= MAX_SEEN:
+            self.seen_all = True
+            self.seen_lists.clear()
+        elif not self.seen_all:
+            self.seen_lists[id(found)] = found
+
+    def mark_seen(self) -> None:
+        """Before a digest: everything host code may have changed in place is dirty."""
+        if self.seen_all:
+            candidates: Iterable[int] = list(self.entities)
+        elif self.seen_lists or self.seen:
+            candidates = [e for found in self.seen_lists.values() for e, _ in found]
+            candidates.extend(self.seen)
+        else:
+            return
+        self.seen_lists.clear()
+        self.seen.clear()
+        self.seen_all = False
+        agent_of, entities, dirty = self.agent_of, self.entities, self.dirty
+        state_dirty = self.state.dirty
+        for entity in candidates:
+            rec = agent_of.get(entity)
+            if rec is not None:
+                state_dirty[rec.ordinal] = rec
+            elif entity in entities:
+                dirty[entity] = None
+
     def fold(self, total: int, changed: list[tuple[str, dict[str, Any]]] | None) -> int:
         """Fold the changed host entities into the world digest ``total``."""
         for entity in sorted(self.dirty):
@@ -184,6 +224,8 @@ class HostECS:
             else:
                 state_fields = {"entity": entity, **flatten(comps)}
                 new = self.digests[entity] = agent_digest(state_fields)
+            if new == old:
+                continue  # looked at again (seen by host code), but unchanged
             total = combine(total, old, new)
             if changed is not None:
                 changed.append((f"entity {entity}", state_fields))

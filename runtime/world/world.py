@@ -420,6 +420,7 @@ class World(RunLoop, HostAPI):
 
     def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
         state = self._state
+        self._host.mark_seen()  # host components host code may have changed in place
         if not state.dirty and not self._host.dirty:
             return
         total = self._digest_total
@@ -427,6 +428,8 @@ class World(RunLoop, HostAPI):
             rec = state.dirty[ordinal]
             fields = agent_fields(rec)
             new = agent_digest(fields)
+            if new == rec.digest:
+                continue  # looked at again, unchanged: nothing to fold or journal
             total = combine(total, rec.digest, new)
             rec.digest = new
             if changed is not None:

@@ -218,6 +218,24 @@ def test_the_digest_changes_when_a_host_component_changes_and_only_then(make_wor
     assert digests[3] == digests[2]
 
 
+def test_an_in_place_change_to_a_queried_component_is_in_the_digest_without_set(make_world):
+    world = make_world(track_digests=True)
+    world.add_entity(Position(0, 0))
+    world.add_entity(Door(open=False))  # never handed to the system: never looked at again
+
+    def nudge(ctx: SystemContext) -> None:
+        for _entity, (pos,) in ctx.query(Position):
+            if ctx.tick == 3:
+                pos.x += 1  # no ctx.set: the loop is not told, the digest still sees it
+
+    world.add_system(nudge)
+    reports = [world.tick() for _ in range(4)]
+    assert reports[0].digest == reports[1].digest
+    assert reports[2].digest != reports[1].digest
+    assert reports[3].digest == reports[2].digest
+    assert world.query(Position)[0][1] == (Position(1, 0),)
+
+
 def setup_village(world: World) -> None:
     world.add_action(MoveTo, move)
     world.add_system(drift, after="step_behaviors")
