@@ -20,6 +20,7 @@ from runtime.clock import ManualClock
 from runtime.errors import BehaviorNotFound, ConfigError, JournalError, ReplayDivergence
 from runtime.journal.store import JournalReader, RecordedTick
 from runtime.models import ModelRequest
+from runtime.scenario.host import install_host
 from runtime.scenario.load import register_scenario_behaviors
 from runtime.world import Behavior, World
 from runtime.world.digest import agent_fields
@@ -161,7 +162,8 @@ def _rebuild(
         raise JournalError(f"journal header is missing or has a bad setting: {exc}") from exc
     if header.get("scenario"):
         try:
-            register_scenario_behaviors(world.behaviors, header["scenario"])
+            scenario = register_scenario_behaviors(world.behaviors, header["scenario"])
+            install_host(world, scenario.systems, scenario.actions)
         except BaseException:
             world.close()
             raise

@@ -102,8 +102,9 @@ def parse_scenario(
 
 def register_scenario_behaviors(
     registry: BehaviorRegistry, scenario: Scenario | Mapping[str, Any]
-) -> None:
-    """Register a scenario's behaviours under their stable names (``scenario:agents[0]``).
+) -> Scenario:
+    """Register a scenario's behaviours under their stable names (``scenario:agents[0]``);
+    returns the scenario (checked again from a journal's header).
 
     ``scenario`` is a ``Scenario`` or the header a journal stored (``{"path", "text"}``),
     whose text is checked again (python tools are not imported: a replay runs none).
@@ -119,3 +120,4 @@ def register_scenario_behaviors(
         base_dir = FilePath(base) if isinstance(base, str) else None
         scenario = parse_scenario(source, where, base_dir=base_dir, import_tools=False)
     registry.update(scenario.behaviors)
+    return scenario

@@ -240,10 +240,16 @@ class HostECS:
     def query_copies(self, types: tuple[type, ...]) -> list[tuple[int, tuple[Any, ...]]]:
         """Entities with host components having every type of ``types``, by id, as copies."""
         out = []
-        for entity in sorted(self.entities):
-            comps = self.entities[entity]
-            if all(t in comps for t in types):
-                out.append((entity, tuple(copy_component(comps[t]) for t in types)))
+        entities = self.entities
+        first, rest = types[0], types[1:]
+        for entity in sorted(entities):
+            comps = entities[entity]
+            if first not in comps:
+                continue
+            if not rest:
+                out.append((entity, (copy_component(comps[first]),)))
+            elif all(t in comps for t in rest):
+                out.append((entity, tuple([copy_component(comps[t]) for t in types])))
         return out
 
     def take_errors(self) -> tuple[str, ...]:

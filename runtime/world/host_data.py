@@ -147,10 +147,15 @@ def copy_component(comp: Any) -> Any:
     """A copy of a host component: its fields copied, deeply only where they are not
     scalars (``copy.deepcopy`` of a slots dataclass costs ~5 µs; this, ~1 µs)."""
     cls = comp.__class__
-    new = object.__new__(cls)
-    for name in field_names(cls):
+    names = _field_names.get(cls) or field_names(cls)
+    new = _new(cls)
+    for name in names:
         value = getattr(comp, name)
         if value.__class__ not in _SCALARS:
             value = copy.deepcopy(value)
-        object.__setattr__(new, name, value)
+        _setattr(new, name, value)
     return new
+
+
+_new = object.__new__
+_setattr = object.__setattr__  # frozen dataclasses too
