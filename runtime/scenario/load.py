@@ -36,6 +36,12 @@ The format (see ``examples/*.toml``)::
     interactive = false
     steps = [{ think = "plan {message}" }, { finish = "{last}" }]   # or behaviour = "mod:fn"
 
+    [[systems]]                         # host systems, actions, components: scenario.host
+    fn = "village:walk"
+    after = "step_behaviors"
+    [actions]
+    MoveTo = "village:move_to"
+
     [operator]                          # a simulated person who answers every prompt
     delay = 2                           # seconds of world time after it opens
     policy = "approve"                  # approve | deny | first-choice | text | none
