@@ -21,6 +21,7 @@ from runtime import (
     World,
     replay,
 )
+from tests.conftest import wait_for
 
 
 @dataclass(slots=True)
@@ -370,3 +371,50 @@ def test_host_components_must_be_dataclasses_and_not_the_worlds_own(make_world):
         world.add_entity(3)
     with pytest.raises(ConfigError, match="built-in component"):
         world.spawn(sleeper, components=[Status()])
+
+
+def test_a_host_system_raising_a_base_exception_is_contained_in_a_running_loop(make_world):
+    world = make_world()
+    ticks: list[int] = []
+    seen_three = threading.Event()
+
+    def exits(ctx: SystemContext) -> None:
+        ticks.append(ctx.tick)
+        if ctx.tick >= 3:
+            seen_three.set()
+        raise SystemExit("game over?")
+
+    world.add_system(exits, before="apply_inputs")
+    agent = world.spawn(sleeper)
+    world.start()
+    try:
+        assert seen_three.wait(timeout=10)
+        wait_for(lambda: world.status(agent).kind is StatusKind.COMPLETE, what="the sleeper")
+    finally:
+        world.stop()
+    assert world.status(agent).kind is StatusKind.COMPLETE  # the loop went on
+    assert ticks[:3] == [1, 2, 3]
+
+
+def test_created_removed_and_deleted_entities_show_in_queries_and_the_digest(make_world):
+    world = make_world()
+    made: list[int] = []
+
+    def builder(ctx: SystemContext) -> None:
+        if ctx.tick == 1:
+            made.append(ctx.create(Position(1, 1), Door(open=True)))
+            made.append(ctx.create(Position(2, 2)))
+        elif ctx.tick == 2:
+            ctx.remove(made[0], Door)
+            ctx.delete(made[1])
+            assert ctx.get(made[0], Door) == Door(open=True)  # applied when it returns
+
+    world.add_system(builder)
+    world.tick()
+    first = world.digest()
+    assert world.query(Position) == [(made[0], (Position(1, 1),)), (made[1], (Position(2, 2),))]
+    assert world.query(Door) == [(made[0], (Door(open=True),))]
+    world.tick()
+    assert world.query(Position) == [(made[0], (Position(1, 1),))]
+    assert world.query(Door) == []
+    assert world.digest() != first
