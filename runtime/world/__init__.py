@@ -1,7 +1,10 @@
 """The world room: `World`, its state and inputs, effects, actions, behaviours and digest.
 
 `World` (``world.py``) is the API; its run loops are in ``loop.py``; what the tick thread
-keeps per agent is in ``state.py``; what enters between ticks is in ``inputs.py``.
+keeps per agent is in ``state.py``; what enters between ticks is in ``inputs.py``. The host
+ECS (the host's components, entities, systems and actions) is `SystemContext`
+(``context.py``), its bookkeeping (``host.py``), the world's methods for it (``host_api.py``)
+and what a host component is (``host_data.py``).
 """
 
 from runtime.world.actions import Action, Ask, Behavior, CallTools, Join, Sleep, Spawn, Think, Turn
