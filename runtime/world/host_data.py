@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import enum
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -141,21 +141,38 @@ def create_entity_as(entity: int, components: Iterable[Any]) -> dict[type, Any]:
 
 
 _SCALARS = frozenset({int, float, str, bool, bytes, type(None)})
+_copiers: dict[type, Callable[[Any], Any]] = {}
 
 
 def copy_component(comp: Any) -> Any:
     """A copy of a host component: its fields copied, deeply only where they are not
-    scalars (``copy.deepcopy`` of a slots dataclass costs ~5 µs; this, ~1 µs)."""
+    scalars. ``copy.deepcopy`` of a slots dataclass costs ~5 µs, a field loop ~2 µs; a
+    copier compiled per type (attribute stores, no loop) about as much as the constructor,
+    without running ``__init__``/``__post_init__``."""
     cls = comp.__class__
-    names = _field_names.get(cls) or field_names(cls)
-    new = _new(cls)
-    for name in names:
-        value = getattr(comp, name)
-        if value.__class__ not in _SCALARS:
-            value = copy.deepcopy(value)
-        _setattr(new, name, value)
-    return new
+    copier = _copiers.get(cls)
+    if copier is None:
+        copier = _copiers[cls] = _compile_copier(cls)
+    return copier(comp)
 
 
-_new = object.__new__
-_setattr = object.__setattr__  # frozen dataclasses too
+def _compile_copier(cls: type) -> Callable[[Any], Any]:
+    frozen = bool(getattr(cls, "__dataclass_params__", None) and cls.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+    lines = ["def copy(c):", "    o = new(cls)"]
+    for index, name in enumerate(field_names(cls)):
+        if not name.isidentifier():  # pragma: no cover - dataclass fields always are
+            raise ConfigError(f"field {name!r} of {cls.__name__} is not an identifier")
+        value = f"v{index}"
+        lines.append(f"    {value} = c.{name}")
+        lines.append(f"    if {value}.__class__ not in scalars: {value} = deepcopy({value})")
+        lines.append(f"    setattr(o, {name!r}, {value})" if frozen else f"    o.{name} = {value}")
+    lines.append("    return o")
+    namespace: dict[str, Any] = {
+        "new": object.__new__,
+        "cls": cls,
+        "scalars": _SCALARS,
+        "deepcopy": copy.deepcopy,
+        "setattr": object.__setattr__,
+    }
+    exec("\n".join(lines), namespace)
+    return namespace["copy"]  # type: ignore[no-any-return]

@@ -418,3 +418,18 @@ def test_created_removed_and_deleted_entities_show_in_queries_and_the_digest(mak
     assert world.query(Position) == [(made[0], (Position(1, 1),))]
     assert world.query(Door) == []
     assert world.digest() != first
+
+
+@dataclass(frozen=True, slots=True)
+class Bag:
+    owner: str
+    items: list[str]
+
+
+def test_world_query_hands_out_deep_enough_copies_of_frozen_and_nested_components(make_world):
+    world = make_world()
+    bag = world.add_entity(Bag("ann", ["apple"]))
+    world.tick()
+    [(entity, (copy,))] = world.query(Bag)
+    copy.items.append("pear")  # a nested list is copied too, a frozen class still copies
+    assert entity == bag and world.query(Bag)[0][1] == (Bag("ann", ["apple"]),)
