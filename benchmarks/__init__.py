@@ -7,7 +7,7 @@ and peer implementations live in `benchmarks.peers`. Not collected by the test r
 """
 
 # The order of the issue's table; importing a module registers its benchmarks.
-from . import hubs, lanes, memory, replays, telemetry, ticks, wakeups, workloads  # noqa: F401
+from . import host_ecs, hubs, lanes, memory, replays, telemetry, ticks, wakeups, workloads  # noqa: F401
 from .harness import BENCHMARKS
 
 ORDER = (
@@ -22,6 +22,8 @@ ORDER = (
     "memory_per_agent",
     "telemetry_idle_tick",
     "telemetry_step_throughput",
+    "host_system",
+    "village_fps",
 )
 
 assert set(ORDER) == set(BENCHMARKS), sorted(set(ORDER) ^ set(BENCHMARKS))

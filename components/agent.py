@@ -90,6 +90,7 @@ class Phase(enum.Enum):
     AWAITING_INPUT = "awaiting_input"
     SLEEPING = "sleeping"
     AWAITING_CHILDREN = "awaiting_children"
+    AWAITING_ACTION = "awaiting_action"  # a host action's handler returned PENDING
     DONE = "done"
 
 

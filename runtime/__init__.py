@@ -51,6 +51,7 @@ from runtime.scenario import Scenario, load_scenario
 from runtime.tools import AskUserTool, ShellTool, SleepTool, Tool, ToolContext, ToolRegistry
 from runtime.wake import Wake
 from runtime.world import (
+    PENDING,
     Action,
     Ask,
     Behavior,
@@ -59,6 +60,7 @@ from runtime.world import (
     Join,
     Sleep,
     Spawn,
+    SystemContext,
     Think,
     TickReport,
     Turn,
@@ -68,6 +70,7 @@ from runtime.world import (
 )
 
 __all__ = [
+    "PENDING",
     "Action",
     "Ask",
     "AskUserTool",
@@ -120,6 +123,7 @@ __all__ = [
     "Spawn",
     "Status",
     "StatusKind",
+    "SystemContext",
     "Think",
     "TickLimitError",
     "TickReport",

@@ -9,6 +9,7 @@ import esper
 
 from components import StatusKind
 from runtime.world.inputs import (
+    AddEntity,
     CancelAgent,
     InterruptAgent,
     PauseAgent,
@@ -35,6 +36,9 @@ class ApplyInputs(esper.Processor):
             if cls is SpawnAgent:
                 self._spawn(state, item)  # type: ignore[arg-type]
                 continue
+            if cls is AddEntity:
+                state.host.add_entity(item.entity, item.components)  # type: ignore[attr-defined]
+                continue
             handler = _COMMANDS.get(cls)
             if handler is None:
                 outcomes.append((seq, item))
@@ -58,6 +62,7 @@ class ApplyInputs(esper.Processor):
             item.message,
             name=item.name,
             interactive=item.interactive,
+            components=item.components,
         )
 
 

@@ -25,15 +25,21 @@ class DispatchWork(esper.Processor):
             return
         work, state.to_dispatch = state.to_dispatch, []
         probe = state.probe  # telemetry: sees each item as it goes out
+        host_actions = state.host_actions
         for rec, action in work:
             if rec.status.kind.is_terminal:
                 continue
             try:
+                if action.__class__ in host_actions:
+                    state.host.run_action(rec, action)  # a host action: its handler, now
+                    continue
                 _dispatch(state, rec, action)
                 if probe is not None:
                     probe.dispatched(rec, action)
             except Exception as exc:
                 finish(state, rec, StatusKind.ERROR, f"DispatchWork: {describe(exc)}")
+        if host_actions:
+            state.host.end_actions()  # the handlers' structural changes, batched
 
 
 def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:

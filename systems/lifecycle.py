@@ -111,22 +111,30 @@ def create_agent(
     name: str = "",
     interactive: bool = False,
     parent: str | None = None,
+    components: tuple[Any, ...] = (),
 ) -> AgentRecord:
     """Create the agent's entity and record; start its first turn unless it waits for one.
 
+    ``components`` are the host's own, put on the entity with the agent's.
+
     Raises:
         BehaviorNotFound: ``behavior`` does not resolve.
+        ConfigError: a host component's type cannot be found (a journal's).
     """
     fn = state.behaviors.resolve(behavior)
+    if components:
+        components = tuple(state.host.resolve(c) for c in components)
     agent = Agent(agent_id, name, parent)
     spec = AgentSpec(behavior, interactive)
     status = Status(StatusKind.IDLE)
     turn = TurnState()
     history = History()
-    entity = esper.create_entity(agent, spec, status, turn, history)
+    entity = esper.create_entity(agent, spec, status, turn, history, *components)
     rec = AgentRecord(state.next_ordinal, entity, agent, spec, status, turn, history, fn)
     state.next_ordinal += 1
     state.records[agent_id] = rec
+    if components:
+        state.host.attach(entity, esper._entities[entity], rec)
     state.created.append(agent_id)
     state.touch(rec)
     if parent is not None:

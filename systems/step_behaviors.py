@@ -96,6 +96,9 @@ class StepBehaviors(esper.Processor):
                         resume_with(state, rec, Throw(error))
                     else:
                         await_children(state, rec, action.agent_ids)
+                elif cls in state.host_actions:  # a host action: its handler runs in dispatch
+                    turn.phase = Phase.READY
+                    dispatch.append((rec, action))
                 else:
                     message = f"behaviour yielded {action!r}, which is not an action"
                     finish(state, rec, StatusKind.ERROR, message)

@@ -22,3 +22,35 @@ def test_the_embedded_host_example_runs():
     assert "host loop: 5 scouts done" in done.stdout
     assert "deploy staging: yes" in done.stdout
     assert "deploy prod: not today" in done.stdout
+
+
+def test_the_village_runs_records_and_replays_with_the_setup_the_user_allows(tmp_path):
+    journal = tmp_path / "village.db"
+    run = [sys.executable, "examples/village/run.py", "--frames", "40", "--npcs", "60"]
+    done = subprocess.run(
+        [*run, "--journal", str(journal)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "village: 40 frames, 60 villagers" in done.stdout
+    assert "@" in done.stdout  # the map, drawn once when not on a terminal
+    replay = [sys.executable, "-m", "runtime.cli.main", "replay", str(journal), "--quiet"]
+    refused = subprocess.run(
+        replay, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert refused.returncode == 2, refused.stderr  # the journal alone imports nothing
+    assert "pass --path DIR" in refused.stderr
+    allowed = subprocess.run(
+        [*replay, "--path", str(ROOT / "examples" / "village")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert "replay matched: 40 ticks" in allowed.stdout

@@ -7,12 +7,13 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from runtime.errors import ReplayDivergence, ScenarioError
+from runtime.errors import JournalError, ReplayDivergence, ScenarioError
 from runtime.journal import replay
 from runtime.scenario import Scenario, load_scenario
 
@@ -36,9 +37,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     update: Callable[[int, int], None] = lambda done, total: progress.update(  # noqa: E731
         task, completed=done, total=total
     )
+    setup = _host_setup(args)
     try:
         with progress if show else contextlib.nullcontext():
-            report = replay(args.journal, progress=update if show else None)
+            report = replay(args.journal, progress=update if show else None, setup=setup)
     except ReplayDivergence as exc:
         print(f"tickwork: replay of {args.journal} diverged\n{exc}", file=sys.stderr)
         return 1
@@ -50,6 +52,39 @@ def cmd_replay(args: argparse.Namespace) -> int:
             f" agents in {report.wall_time:.2f} s ({args.journal})"
         )
     return 0
+
+
+def _host_setup(args: argparse.Namespace) -> Callable[[Any], object] | None:
+    """The host setup a replay calls: ``--setup``, else the one the journal's header names.
+
+    A journal is data: the setup it names is imported only from where Python finds it
+    anyway (installed modules) or from a directory the user allows with ``--path``, never
+    from a directory the journal names on its own.
+
+    Raises:
+        JournalError: the setup cannot be imported (the message says how to allow it).
+    """
+    from runtime.journal import JournalReader
+    from runtime.world.behaviors import _import
+
+    name = args.setup
+    if name is None:
+        with JournalReader(args.journal) as reader:
+            name = reader.header.get("setup")
+    if not name:
+        return None
+    for folder in args.path:
+        if not Path(folder).is_dir():
+            raise JournalError(f"--path: {str(folder)!r} is not a directory")
+        if folder not in sys.path:
+            sys.path.insert(0, str(Path(folder).resolve()))
+    fn = _import(str(name))
+    if fn is None:
+        raise JournalError(
+            f"the journal's host setup {name!r} cannot be imported: pass --path DIR where its"
+            " module lives (or --setup MODULE:FN)"
+        )
+    return fn
 
 
 def _report_data(report: Any) -> dict[str, Any]:

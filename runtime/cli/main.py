@@ -59,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("journal", metavar="JOURNAL")
     rep.add_argument("--quiet", action="store_true", help="no progress bar")
     rep.add_argument("--json", action="store_true", help="print the report as JSON")
+    rep.add_argument(
+        "--path",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="allow importing the journal's host setup (and its types) from DIR",
+    )
+    rep.add_argument(
+        "--setup", metavar="MODULE:FN", help="the host setup to call (default: the journal's)"
+    )
     rep.set_defaults(func=cmd_replay)
 
     add_control_commands(sub, _state_dir)

@@ -2,7 +2,9 @@
 
 Every input type has a short kind name and a JSON payload of plain values. Decoding builds
 data objects only (dataclasses of strings, numbers and lists): nothing in a journal is
-executed.
+executed. A host component is stored as its type's ``module:qualname`` and its fields, and
+decodes to a `ComponentData`; the world makes the component when it applies the input, and
+only of a type it knows (registered, or importable by name).
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from components import (
 from runtime.errors import JournalError
 from runtime.lane import ToolOutcome
 from runtime.models import ModelReply
+from runtime.world.host_data import field_names, type_name
 from runtime.world.inputs import (
+    AddEntity,
     CancelAgent,
+    ComponentData,
     EffectFailed,
     InterruptAgent,
     PauseAgent,
@@ -97,16 +102,47 @@ def _unresponse(data: dict[str, Any]) -> InteractionResponse:
     )
 
 
+def _components(components: tuple[Any, ...]) -> list[dict[str, Any]]:
+    # A host component by its type's qualified name and its fields: data, never code.
+    out = []
+    for comp in components:
+        if isinstance(comp, ComponentData):  # a replay's input, journaled again (resume)
+            out.append({"type": comp.type_name, "fields": dict(comp.fields)})
+            continue
+        cls = type(comp)
+        values = {name: getattr(comp, name) for name in field_names(cls)}
+        out.append({"type": type_name(cls), "fields": values})
+    return out
+
+
+def _uncomponents(data: list[dict[str, Any]]) -> tuple[ComponentData, ...]:
+    out = []
+    for item in data:
+        name, values = item["type"], item["fields"]
+        if not isinstance(name, str) or not isinstance(values, dict):
+            raise TypeError(f"a component needs a type name and fields, got {item!r}")
+        out.append(ComponentData(name, values))
+    return tuple(out)
+
+
+def _spawn(i: SpawnAgent) -> dict[str, Any]:
+    data = {
+        "agent_id": i.agent_id,
+        "behavior": i.behavior,
+        "message": i.message,
+        "name": i.name,
+        "interactive": i.interactive,
+    }
+    if i.components:  # only then: journals without host components read as before
+        data["components"] = _components(i.components)
+    return data
+
+
 _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
-    SpawnAgent: (
-        "spawn",
-        lambda i: {
-            "agent_id": i.agent_id,
-            "behavior": i.behavior,
-            "message": i.message,
-            "name": i.name,
-            "interactive": i.interactive,
-        },
+    SpawnAgent: ("spawn", _spawn),
+    AddEntity: (
+        "add_entity",
+        lambda i: {"entity": i.entity, "components": _components(i.components)},
     ),
     SendMessage: ("send", lambda i: {"agent_id": i.agent_id, "message": i.message}),
     PauseAgent: ("pause", lambda i: {"agent_id": i.agent_id}),
@@ -158,8 +194,14 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
 
 _DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
     "spawn": lambda d: SpawnAgent(
-        d["agent_id"], d["behavior"], d["message"], d["name"], d["interactive"]
+        d["agent_id"],
+        d["behavior"],
+        d["message"],
+        d["name"],
+        d["interactive"],
+        _uncomponents(d.get("components", [])),
     ),
+    "add_entity": lambda d: AddEntity(int(d["entity"]), _uncomponents(d["components"])),
     "send": lambda d: SendMessage(d["agent_id"], d["message"]),
     "pause": lambda d: PauseAgent(d["agent_id"]),
     "resume": lambda d: ResumeAgent(d["agent_id"]),

@@ -17,13 +17,14 @@ from typing import Any
 from components import InteractionRequest, ToolCall
 from runtime.cancel import CancelToken
 from runtime.clock import ManualClock
-from runtime.errors import BehaviorNotFound, JournalError, ReplayDivergence
+from runtime.errors import BehaviorNotFound, ConfigError, JournalError, ReplayDivergence
 from runtime.journal.store import JournalReader, RecordedTick
 from runtime.models import ModelRequest
+from runtime.scenario.host import install_host
 from runtime.scenario.load import register_scenario_behaviors
 from runtime.world import Behavior, World
 from runtime.world.digest import agent_fields
-from runtime.world.inputs import SpawnAgent
+from runtime.world.inputs import AddEntity, ComponentData, SpawnAgent
 
 __all__ = ["ReplayEffects", "ReplayReport", "replay"]
 
@@ -81,15 +82,19 @@ def replay(
     until_tick: int | None = None,
     behaviors: Mapping[str, Behavior] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    setup: Callable[[World], object] | None = None,
 ) -> ReplayReport:
     """Replay the journal at ``path`` and compare every tick's digest with the recording.
 
     ``behaviors`` maps behaviour names the journal uses to functions, for behaviours that
-    cannot be imported by name (nested functions, lambdas). ``progress(done, total)`` is
-    called as ticks are replayed.
+    cannot be imported by name (nested functions, lambdas). ``setup(world)`` registers the
+    host systems and actions the live run had (``add_system``, ``add_action``,
+    ``register_component``); it must not add entities or agents, which the journal holds.
+    ``progress(done, total)`` is called as ticks are replayed.
 
     Raises:
-        JournalError: the journal cannot be read.
+        JournalError: the journal cannot be read, or names a component type that is
+            neither registered by ``setup`` nor importable.
         BehaviorNotFound: the journal names a behaviour that cannot be found.
         ReplayDivergence: a tick's state differs from the recording (names tick and agents).
     """
@@ -103,7 +108,10 @@ def replay(
     effects = ReplayEffects(frozenset(header.get("approval_required", ())))
     world = _rebuild(header, effects, behaviors or {})
     try:
+        if setup is not None:
+            setup(world)
         _check_behaviors(world, recorded)
+        _check_components(world, recorded)
         inputs = 0
         last_fields: dict[str, dict[str, Any]] = {}
         for done, tick in enumerate(recorded, 1):
@@ -154,7 +162,8 @@ def _rebuild(
         raise JournalError(f"journal header is missing or has a bad setting: {exc}") from exc
     if header.get("scenario"):
         try:
-            register_scenario_behaviors(world.behaviors, header["scenario"])
+            scenario = register_scenario_behaviors(world.behaviors, header["scenario"])
+            install_host(world, scenario.systems, scenario.actions)
         except BaseException:
             world.close()
             raise
@@ -178,6 +187,25 @@ def _check_behaviors(world: World, recorded: list[RecordedTick]) -> None:
             raise BehaviorNotFound(f"the journal's {exc}") from None
 
 
+def _check_components(world: World, recorded: list[RecordedTick]) -> None:
+    """Fail before replaying anything if a host component's type cannot be found."""
+    names = sorted(
+        {
+            comp.type_name
+            for tick in recorded
+            for _, item in tick.inputs
+            if isinstance(item, (SpawnAgent, AddEntity))
+            for comp in item.components
+            if isinstance(comp, ComponentData)
+        }
+    )
+    for name in names:
+        try:
+            world._host.find_type(name)
+        except ConfigError as exc:
+            raise JournalError(f"the journal's {exc}") from None
+
+
 def _explain(
     world: World,
     tick: RecordedTick,
@@ -190,7 +218,9 @@ def _explain(
     for agent_id in suspects:
         want = expected.get(agent_id)
         have = actual.get(agent_id)
-        if have is None:
+        if have is None and agent_id.startswith("entity "):
+            have = world._host.entity_fields(int(agent_id.removeprefix("entity ")))
+        elif have is None:
             rec = world._state.records.get(agent_id)
             have = agent_fields(rec) if rec is not None else None
         if want is None or have is None:

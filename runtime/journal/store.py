@@ -60,22 +60,36 @@ class Journal:
     """A journal being written. Make one with ``Journal.create(path)`` and hand it to
     ``World(journal=...)``; the world writes the header and every tick, and closes it."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, scenario: dict[str, Any] | None):
+    def __init__(
+        self,
+        path: Path,
+        conn: sqlite3.Connection,
+        scenario: dict[str, Any] | None,
+        setup: str | None = None,
+    ):
         self.path = path
         self._conn = conn
         self._scenario = scenario
+        self._setup = setup
         self._closed = False
         self.ticks = 0
         self.inputs = 0
 
     @classmethod
     def create(
-        cls, path: str | Path, *, scenario: dict[str, Any] | None = None, overwrite: bool = False
+        cls,
+        path: str | Path,
+        *,
+        scenario: dict[str, Any] | None = None,
+        overwrite: bool = False,
+        setup: str | None = None,
     ) -> Journal:
         """Create a new journal file at ``path``.
 
         ``scenario`` (plain JSON data, e.g. ``{"path": ..., "text": ...}``) is stored in the
-        header so a replay can rebuild scenario behaviours.
+        header so a replay can rebuild scenario behaviours. ``setup`` names the function
+        (``module:function``) that registers the run's host systems and actions, so that
+        ``tickwork replay`` can call it again (only if the user allows its import).
 
         Raises:
             JournalError: ``path`` exists (and ``overwrite`` is False) or cannot be written.
@@ -95,7 +109,7 @@ class Journal:
             conn.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             raise JournalError(f"cannot create journal {str(path)!r}: {exc}") from exc
-        return cls(path, conn, scenario)
+        return cls(path, conn, scenario, setup)
 
     def begin(self, settings: dict[str, Any]) -> None:
         """Write the header: the world's ``settings``, the scenario, and the versions.
@@ -108,6 +122,7 @@ class Journal:
             "format": FORMAT_VERSION,
             **settings,
             "scenario": self._scenario,
+            **({"setup": self._setup} if self._setup else {}),
             "versions": {
                 "tickwork": __version__,
                 "esper": getattr(esper, "__version__", "?"),

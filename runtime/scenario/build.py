@@ -10,6 +10,7 @@ from typing import Any
 from runtime.clock import ManualClock, MonotonicClock
 from runtime.cluster import tool_backend
 from runtime.models import Model, ScriptedModel
+from runtime.scenario.host import install_host
 from runtime.scenario.load import register_scenario_behaviors
 from runtime.scenario.spec import Scenario
 from runtime.tools import AskUserTool, ShellTool, SleepTool, Tool, ToolRegistry
@@ -81,6 +82,7 @@ def build_world(scenario: Scenario, *, journal: Recorder | None = None) -> World
         tool_executor=backend,
     )
     register_scenario_behaviors(world.behaviors, scenario)
+    install_host(world, scenario.systems, scenario.actions)
     return world
 
 
@@ -133,6 +135,7 @@ def spawn_agents(world: World, scenario: Scenario) -> list[str]:
                     interactive=group.interactive,
                     agent_id=agent_id or None,
                     name=agent_id,
+                    components=group.components,
                 )
             )
     return spawned

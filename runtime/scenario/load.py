@@ -36,6 +36,12 @@ The format (see ``examples/*.toml``)::
     interactive = false
     steps = [{ think = "plan {message}" }, { finish = "{last}" }]   # or behaviour = "mod:fn"
 
+    [[systems]]                         # host systems, actions, components: scenario.host
+    fn = "village:walk"
+    after = "step_behaviors"
+    [actions]
+    MoveTo = "village:move_to"
+
     [operator]                          # a simulated person who answers every prompt
     delay = 2                           # seconds of world time after it opens
     policy = "approve"                  # approve | deny | first-choice | text | none
@@ -102,8 +108,9 @@ def parse_scenario(
 
 def register_scenario_behaviors(
     registry: BehaviorRegistry, scenario: Scenario | Mapping[str, Any]
-) -> None:
-    """Register a scenario's behaviours under their stable names (``scenario:agents[0]``).
+) -> Scenario:
+    """Register a scenario's behaviours under their stable names (``scenario:agents[0]``);
+    returns the scenario (checked again from a journal's header).
 
     ``scenario`` is a ``Scenario`` or the header a journal stored (``{"path", "text"}``),
     whose text is checked again (python tools are not imported: a replay runs none).
@@ -119,3 +126,4 @@ def register_scenario_behaviors(
         base_dir = FilePath(base) if isinstance(base, str) else None
         scenario = parse_scenario(source, where, base_dir=base_dir, import_tools=False)
     registry.update(scenario.behaviors)
+    return scenario

@@ -9,6 +9,7 @@ from pathlib import Path as FilePath
 from typing import Any
 
 from runtime.scenario.check import Checker, show, text
+from runtime.scenario.host import parse_actions, parse_components, parse_systems
 from runtime.scenario.spec import (
     AGENT_FIELDS,
     MODEL_FIELDS,
@@ -29,7 +30,17 @@ from runtime.world import Behavior
 
 __all__ = ["check_scenario"]
 
-_TOP_KEYS = ("name", "description", "world", "tools", "models", "agents", "operator")
+_TOP_KEYS = (
+    "name",
+    "description",
+    "world",
+    "tools",
+    "models",
+    "agents",
+    "operator",
+    "systems",
+    "actions",
+)
 _AGENT_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 _RESERVED_ID = re.compile(r"^a[0-9]+$")  # the ids a world gives agents without a name
 
@@ -64,6 +75,8 @@ class _Parser:
         models = self._named(data, "models", self.model)
         agents = self.agents(data.get("agents"), tools, models)
         operator = self.operator(data, world)
+        systems = parse_systems(checker, data.get("systems"))
+        actions = parse_actions(checker, data.get("actions"))
         if checker.problems:
             return None
         return Scenario(
@@ -78,6 +91,8 @@ class _Parser:
             operator,
             dict(self.behaviors),
             None if checker.base_dir is None else str(checker.base_dir),
+            systems,
+            actions,
         )
 
     def _table(self, data: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -183,11 +198,21 @@ class _Parser:
             behavior = checker.target((*path, "behaviour"), values["behaviour"], "behaviour")
         ids = self._ids(path, values, owners)
         messages = self._messages(path, values)
-        if behavior is None or ids is None or messages is None:
+        components: tuple[Any, ...] | None = ()
+        if "components" in table:
+            components = parse_components(checker, (*path, "components"), table["components"])
+        if behavior is None or ids is None or messages is None or components is None:
             return None
         self._register(behaviour_name, behavior)
         return AgentGroup(
-            index, values["count"], behaviour_name, ids, messages, values["interactive"], steps
+            index,
+            values["count"],
+            behaviour_name,
+            ids,
+            messages,
+            values["interactive"],
+            steps,
+            components,
         )
 
     def _ids(

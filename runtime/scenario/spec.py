@@ -62,6 +62,7 @@ AGENT_FIELDS: dict[str, Field] = {
     "interactive": Field(boolean, False),
     "behaviour": Field(text, None),
     "steps": Field(lambda value: None, None),  # checked step by step
+    "components": Field(lambda value: None, None),  # checked one by one (scenario.host)
 }
 POLICIES = ("approve", "deny", "first-choice", "text", "none")
 OPERATOR_FIELDS: dict[str, Field] = {
@@ -124,6 +125,7 @@ class AgentGroup:
     messages: tuple[str | None, ...]
     interactive: bool = False
     steps: tuple[Step, ...] | None = None
+    components: tuple[Any, ...] = ()  # host components, copied onto every agent
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +152,8 @@ class Scenario:
     operator: OperatorSpec | None
     behaviors: Mapping[str, Behavior] = field(default_factory=dict)
     base_dir: str | None = None
+    systems: tuple[Any, ...] = ()  # runtime.scenario.host.SystemSpec, in file order
+    actions: tuple[Any, ...] = ()  # runtime.scenario.host.ActionSpec
 
     @property
     def agent_count(self) -> int:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias, overload
+from typing import Any, Protocol, TypeAlias, TypeVar, overload
 
 from components import Entry, InteractionRequest, ToolCall
+from runtime.world.host_data import copy_component
 
 __all__ = [
     "Action",
@@ -92,6 +93,8 @@ class Join:
         object.__setattr__(self, "agent_ids", tuple(agent_ids))
 
 
+C = TypeVar("C")
+
 Action: TypeAlias = Think | CallTools | Ask | Sleep | Spawn | Join
 Behavior: TypeAlias = Callable[["Turn"], Generator[Any, Any, Any]]
 
@@ -166,6 +169,24 @@ class Turn:
     def rng(self) -> random.Random:
         """The agent's own random stream, derived from the world's seed and the agent id."""
         return self._source.agent_rng(self._rec)
+
+    def get(self, component_type: type[C]) -> C:
+        """A copy of the agent's own host component of that type (read-only: change it
+        through an action, and a host system).
+
+        Raises:
+            KeyError: the agent has no such component.
+        """
+        found = self.try_get(component_type)
+        if found is None:
+            raise KeyError(f"agent {self.agent_id} has no {component_type.__name__} component")
+        return found
+
+    def try_get(self, component_type: type[C]) -> C | None:
+        """A copy of the agent's own host component of that type, or None."""
+        comps = getattr(self._rec, "components", None)
+        found = None if comps is None else comps.get(component_type)
+        return None if found is None else copy_component(found)
 
     def __repr__(self) -> str:
         return f"Turn(agent_id={self.agent_id!r}, generation={self.generation})"

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from components import Entry
+from runtime.world.host_data import flatten
 from runtime.world.state import AgentRecord
 
 __all__ = [
@@ -79,9 +80,13 @@ def history_hash(rec: AgentRecord) -> bytes:
 
 
 def agent_fields(rec: AgentRecord) -> dict[str, Any]:
-    """The agent's state that a digest covers, as canonical JSON values, field by field."""
+    """The agent's state that a digest covers, as canonical JSON values, field by field.
+
+    An agent with host components has their fields too (``"Position.x": 3``); one without
+    has exactly the fields it always had, so older journals still replay.
+    """
     status, turn = rec.status, rec.turn
-    return {
+    fields = {
         "id": rec.id,
         "name": rec.agent.name,
         "parent": rec.agent.parent,
@@ -102,6 +107,9 @@ def agent_fields(rec: AgentRecord) -> dict[str, Any]:
         "prompts": sorted(rec.prompts) if rec.prompts else [],
         "children": list(rec.children) if rec.children else [],
     }
+    if rec.components is not None:  # host components, as "Position.x" fields
+        fields.update(flatten(rec.components))
+    return fields
 
 
 def agent_digest(fields: dict[str, Any]) -> int:

@@ -17,7 +17,9 @@ from typing import Any
 from runtime.wake import Wake
 
 __all__ = [
+    "AddEntity",
     "CancelAgent",
+    "ComponentData",
     "EffectFailed",
     "Inbox",
     "InterruptAgent",
@@ -30,13 +32,39 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class SpawnAgent:
-    """Create agent ``agent_id`` running the behaviour named ``behavior``."""
+    """Create agent ``agent_id`` running the behaviour named ``behavior``.
+
+    ``components`` are host components put on the agent's entity (dataclass instances,
+    or `ComponentData` decoded from a journal and resolved when the input is applied).
+    """
 
     agent_id: str
     behavior: str
     message: Any = None
     name: str = ""
     interactive: bool = False
+    components: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AddEntity:
+    """Create host entity ``entity`` (its id minted at the ``add_entity`` call)."""
+
+    entity: int
+    components: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentData:
+    """A host component as a journal holds it: its type's name and its fields.
+
+    Decoding a journal makes these, never objects of the named type: the world turns them
+    into components when the input is applied, and only for types it knows (registered, or
+    importable by name), so a journal alone never runs code.
+    """
+
+    type_name: str
+    fields: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

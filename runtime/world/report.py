@@ -23,3 +23,4 @@ class TickReport:
     stepped: int
     changed: int
     digest: str | None = None
+    errors: tuple[str, ...] = ()  # what host systems raised this tick (the loop went on)

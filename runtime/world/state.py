@@ -121,6 +121,7 @@ class AgentRecord:
     __slots__ = (
         "agent",
         "children",
+        "components",
         "digest",
         "entity",
         "fn",
@@ -169,6 +170,8 @@ class AgentRecord:
         self.result: Any = None
         self.paused_from: StatusKind | None = None
         self.children: list[str] | None = None
+        # The entity's esper dict once it carries host components (see runtime.world.host).
+        self.components: dict[type, Any] | None = None
         # The chained hash of the first `hist_hashed` history entries; entries are only
         # ever appended, so the rest are folded in lazily (runtime.digest.history_hash).
         self.hist_hash = b""
@@ -224,6 +227,10 @@ class WorldState:
         self.stale_dropped = 0
         # The live tick's probe (runtime.world.probe), None in replays and when unwatched.
         self.probe: Probe | None = None
+        # Host ECS (runtime.world.host): action types the behaviours may yield -> handlers.
+        self.host_actions: dict[type, Any] = {}
+        # The host's ECS bookkeeping (a `runtime.world.host.HostECS`, set by the world).
+        self.host: Any = None
 
     def touch(self, rec: AgentRecord) -> None:
         """Note that ``rec``'s state changed (for the digest and the fixed-point test)."""

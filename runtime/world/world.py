@@ -14,7 +14,7 @@ import itertools
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
 from time import perf_counter
 from types import TracebackType
@@ -35,6 +35,8 @@ from runtime.world.actions import Behavior
 from runtime.world.behaviors import GLOBAL_BEHAVIORS, BehaviorRegistry
 from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
 from runtime.world.effects import LiveEffects
+from runtime.world.host import HostECS
+from runtime.world.host_api import HostAPI, builtin_priority, host_id_counter, stage_name
 from runtime.world.inputs import (
     CancelAgent,
     Inbox,
@@ -62,10 +64,12 @@ _ESPER_LOCK = threading.RLock()
 _world_numbers = itertools.count(1)
 
 
-class World(RunLoop):
+class World(RunLoop, HostAPI):
     """A world of agents, advanced tick by tick. See the module docstring for threads.
 
-    The run loops (``run_until_idle``, ``run``, ``start``, ``stop``) come from `RunLoop`.
+    The run loops (``run_until_idle``, ``run``, ``start``, ``stop``) come from `RunLoop`;
+    the host's entities, systems and actions (``add_entity``, ``add_system``,
+    ``add_action``, ``query``) from `HostAPI`.
 
     ``tool_executor`` runs tool jobs off the lane's own threads: a bare ``Executor`` is
     borrowed, a `runtime.cluster.ToolBackend` (such as ``DaskBackend``) is handed over and
@@ -92,19 +96,7 @@ class World(RunLoop):
         track_digests: bool = False,
         effects: Effects | None = None,
     ) -> None:
-        _check_int("seed", seed)
-        for arg, value in (
-            ("tool_capacity", tool_capacity),
-            ("inference_capacity", inference_capacity),
-        ):
-            _check_int(arg, value)
-            if value < 1:
-                raise ConfigError(f"`{arg}` must be >= 1, got {value}")
-        if not math.isfinite(interaction_timeout_secs) or interaction_timeout_secs < 0:
-            raise ConfigError(
-                f"`interaction_timeout_secs` must be >= 0 (0 waits forever), "
-                f"got {interaction_timeout_secs}"
-            )
+        _check_settings(seed, tool_capacity, inference_capacity, interaction_timeout_secs)
         self.seed = seed
         self.clock: Clock = clock if clock is not None else MonotonicClock()
         self.wake = Wake()
@@ -139,10 +131,12 @@ class World(RunLoop):
         self._state = WorldState(
             seed=seed, effects=effects, behaviors=self.behaviors, now=self.clock.now()
         )
+        self._host = self._state.host = HostECS(self._state)
         self._lock = threading.RLock()  # held by a tick and by reads: whole ticks only
         self._ids_lock = threading.Lock()
         self._known: dict[str, None] = {}  # every id handed out, in order (incl. children)
         self._spawned = 0
+        self._host_ids = host_id_counter()
         self._closed = False
         self._digest_total = 0
         self._journal = journal
@@ -160,6 +154,13 @@ class World(RunLoop):
         self._set_probe()
         self._recorder: MetricsRecorder | None = None
         self._name = f"tickwork-{next(_world_numbers)}"
+        self._stages = self._install_pipeline()
+        if journal is not None:
+            journal.begin(self._settings())
+
+    def _install_pipeline(self) -> list[str]:
+        """Create this world's esper world: the lane gauges and the built-in systems, with
+        gaps between their priorities for host systems. Returns the stage names in order."""
         from systems import LaneGauge, build_pipeline  # systems import the world's data types
 
         with _ESPER_LOCK, self._in_esper():
@@ -168,10 +169,9 @@ class World(RunLoop):
             pipeline = build_pipeline(
                 {"tools": self.lane.stats, "inference": self.inference_lane.stats}
             )
-            for priority, system in enumerate(reversed(pipeline)):
-                esper.add_processor(system, priority)
-        if journal is not None:
-            journal.begin(self._settings())
+            for index, system in enumerate(pipeline):
+                esper.add_processor(system, builtin_priority(index, len(pipeline)))
+        return [stage_name(system) for system in pipeline]
 
     # -- thread-safe commands: they only enqueue an input and nudge the wake ------------
 
@@ -183,23 +183,26 @@ class World(RunLoop):
         name: str = "",
         interactive: bool = False,
         agent_id: str | None = None,
+        components: Iterable[Any] = (),
     ) -> str:
         """Add an agent running ``behavior`` and return its id; it starts next tick.
 
         ``behavior`` is a generator function or a behaviour name. A non-interactive agent
         starts its turn at once (on ``message``, which may be None); an interactive one
-        waits for ``send`` unless given a message.
+        waits for ``send`` unless given a message. ``components`` are host components
+        (dataclass instances) put on the agent's entity.
 
         Raises:
             BehaviorNotFound: ``behavior`` is a name that does not resolve.
-            ConfigError: ``agent_id`` is taken or malformed, or ``message`` is not a JSON
-                value while a journal records the world.
+            ConfigError: ``agent_id`` is taken or malformed, ``message`` is not a JSON
+                value while a journal records the world, or a component is not one.
             WorldClosedError: the world is closed.
         """
         self._check_open()
         behavior_name = behavior if isinstance(behavior, str) else self.behaviors.name_of(behavior)
         self.behaviors.resolve(behavior_name)  # fail at the call, not on the tick thread
         self._check_recordable("message", message)
+        comps = self._host_components("components", components)
         with self._ids_lock:
             if agent_id is None:
                 while True:
@@ -213,7 +216,7 @@ class World(RunLoop):
                     raise ConfigError(f"agent id {agent_id!r} is already taken")
             self._known[agent_id] = None
             # Under the ids lock: sequence numbers follow the order ids were handed out.
-            self._inbox.put(SpawnAgent(agent_id, behavior_name, message, name, interactive))
+            self._inbox.put(SpawnAgent(agent_id, behavior_name, message, name, interactive, comps))
         return agent_id
 
     def send(self, agent_id: str, message: Any) -> None:
@@ -472,7 +475,13 @@ class World(RunLoop):
                     self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
             self._note_new_agents()
             report = TickReport(
-                state.tick, state.now, len(inputs), state.stepped, state.changed_this_tick, digest
+                state.tick,
+                state.now,
+                len(inputs),
+                state.stepped,
+                state.changed_this_tick,
+                digest,
+                self._host.take_errors(),
             )
             if watched:
                 seconds = perf_counter() - started
@@ -489,18 +498,23 @@ class World(RunLoop):
 
     def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
         state = self._state
-        if not state.dirty:
+        self._host.mark_seen()  # host components host code may have changed in place
+        if not state.dirty and not self._host.dirty:
             return
         total = self._digest_total
         for ordinal in sorted(state.dirty):
             rec = state.dirty[ordinal]
             fields = agent_fields(rec)
             new = agent_digest(fields)
+            if new == rec.digest:
+                continue  # looked at again, unchanged: nothing to fold or journal
             total = combine(total, rec.digest, new)
             rec.digest = new
             if changed is not None:
                 changed.append((rec.id, fields))
         state.dirty.clear()
+        if self._host.dirty:
+            total = self._host.fold(total, changed)
         self._digest_total = total
 
     def _note_new_agents(self) -> None:
@@ -513,6 +527,12 @@ class World(RunLoop):
             for agent_id in created:
                 self._known.setdefault(agent_id, None)
         created.clear()
+
+    @contextlib.contextmanager
+    def _ticking(self) -> Iterator[None]:
+        # What a tick holds: for changes to the pipeline between ticks.
+        with self._lock, _ESPER_LOCK, self._in_esper():
+            yield
 
     @contextlib.contextmanager
     def _in_esper(self) -> Iterator[None]:
@@ -617,6 +637,24 @@ class World(RunLoop):
     def _command(self, item: object) -> None:
         self._check_open()
         self._inbox.put(item)
+
+
+def _check_settings(
+    seed: object, tool_capacity: object, inference_capacity: object, timeout: float
+) -> None:
+    _check_int("seed", seed)
+    for arg, value in (
+        ("tool_capacity", tool_capacity),
+        ("inference_capacity", inference_capacity),
+    ):
+        _check_int(arg, value)
+        assert isinstance(value, int)
+        if value < 1:
+            raise ConfigError(f"`{arg}` must be >= 1, got {value}")
+    if not math.isfinite(timeout) or timeout < 0:
+        raise ConfigError(
+            f"`interaction_timeout_secs` must be >= 0 (0 waits forever), got {timeout}"
+        )
 
 
 def _check_int(name: str, value: object) -> None:

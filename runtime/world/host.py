@@ -1,0 +1,344 @@
+"""The host's side of the ECS: its components, entities, systems and actions in a world.
+
+A host puts its own dataclasses on agents and on entities of its own, runs systems (plain
+functions of a `SystemContext`) at named places in the pipeline, and resolves actions of
+its own that behaviours yield. `HostECS` is the tick thread's bookkeeping for all of it:
+which entities carry host components (for the digest and ``world.query``), the digests of
+host entities, the registered action handlers and component types, and the errors host code
+raised this tick.
+
+Host components are state: an agent's are part of its digest fields (``Position.x``), a host
+entity's make a digest of their own, reported as ``entity <id>``. Host code is code: a
+replay registers it again through ``replay(path, setup=fn)``.
+
+Two id spaces keep entity ids deterministic. Ids made on the tick thread (agents, and
+``ctx.create``) come from esper's own counter, in tick order; ``add_entity`` mints its id at
+the call, on the host's thread, from a counter of its own that starts at `HOST_IDS_START`,
+in call order. Each is reproducible on its own, and they never meet.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import logging
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import is_dataclass
+from typing import Any
+
+import esper
+
+from components import Agent, Phase, StatusKind
+from runtime.errors import ConfigError
+from runtime.world.context import PENDING, SystemContext
+from runtime.world.digest import agent_digest, combine
+from runtime.world.host_data import (
+    copy_component,
+    create_entity_as,
+    entity_table,
+    flatten,
+    is_builtin,
+    type_name,
+)
+from runtime.world.inputs import ComponentData
+from runtime.world.state import AgentRecord, WorldState
+
+__all__ = ["HOST_IDS_START", "HostECS", "HostSystem"]
+
+log = logging.getLogger("tickwork.host")
+
+MAX_SEEN = 256
+"""Query results remembered between digests before every host entity counts as seen."""
+
+HOST_IDS_START = 1 << 32
+"""The first id ``World.add_entity`` mints (ids made on the tick thread stay below it)."""
+
+ActionHandler = Callable[[SystemContext, str, Any], object]
+
+
+class HostSystem(esper.Processor):
+    """One host system in the pipeline: calls ``fn(ctx)``, then applies its batched
+    structural changes, and contains whatever ``fn`` raises (see `HostECS.system_failed`)."""
+
+    def __init__(self, host: HostECS, fn: Callable[[SystemContext], object], name: str) -> None:
+        self.fn = fn
+        self.name = name
+        self.host = host
+        self.ctx = SystemContext(host, name)
+        self.failures = 0
+
+    def process(self, state: WorldState) -> None:
+        ctx = self.ctx
+        ctx._begin()
+        try:
+            self.fn(ctx)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # rule: host code never kills the tick thread
+            self.host.system_failed(self, exc)
+        finally:
+            ctx._flush()
+
+
+class HostECS:
+    """The host ECS bookkeeping of one world (tick thread, or under the world's lock)."""
+
+    def __init__(self, state: WorldState) -> None:
+        self.state = state
+        # Every entity that carries host components (agents too) -> its esper dict.
+        self.entities: dict[int, dict[type, Any]] = {}
+        self.agent_of: dict[int, AgentRecord] = {}  # agent entities among `entities`
+        self.dirty: dict[int, None] = {}  # host entities changed since the last digest
+        self.digests: dict[int, int] = {}
+        self.types: dict[str, type] = {}  # component types known by name (for decoding)
+        self.actions: dict[type, ActionHandler] = state.host_actions
+        self.systems: list[tuple[int, HostSystem]] = []  # (gap, system), in order added
+        self.errors: list[str] = []  # what host code raised this tick
+        self.sorted_queries: dict[tuple[type, ...], tuple[list[Any], list[Any]]] = {}
+        # What host code was handed live host components of since the last digest: it may
+        # have changed them in place, so the digest looks at them again (and reports only
+        # those whose fields did change). Query results by identity (one store per query,
+        # not per entity), entities read with `get`; past `MAX_SEEN` lists, everything.
+        self.writable: dict[tuple[type, ...], bool] = {}  # query types -> any host type
+        self.seen_lists: dict[int, list[Any]] = {}
+        self.seen: dict[int, None] = {}
+        self.seen_all = False
+        self.rng: random.Random | None = None
+        self._action_ctx: SystemContext | None = None
+
+    def system_rng(self) -> random.Random:
+        """The world's stream for systems, made on first use from the seed."""
+        if self.rng is None:
+            self.rng = random.Random(f"{self.state.seed}/systems")
+        return self.rng
+
+    def register_type(self, cls: type) -> None:
+        """Know ``cls`` by name, so a journal's components of that type decode."""
+        self.types.setdefault(type_name(cls), cls)
+
+    def resolve(self, comp: Any) -> Any:
+        """The component an input's ``comp`` stands for (a journal's `ComponentData`, or a
+        copy of a live one).
+
+        Raises:
+            ConfigError: the type is neither registered nor importable as a dataclass.
+        """
+        if type(comp) is not ComponentData:
+            # A copy: the input keeps the value it was given, which the journal encodes
+            # after the tick (when systems may have changed the entity's own).
+            return copy.deepcopy(comp)
+        cls = self.find_type(comp.type_name)
+        return cls(**comp.fields)
+
+    def find_type(self, name: str) -> type:
+        """The component type called ``name`` (``module:qualname``).
+
+        Raises:
+            ConfigError: it is neither registered here nor importable as a dataclass type.
+        """
+        cls = self.types.get(name)
+        if cls is None:
+            cls = _import_type(name)
+            if cls is None:
+                raise ConfigError(
+                    f"component type {name!r} cannot be found: import it by name or register"
+                    " it in the replay's setup (world.register_component)"
+                )
+            self.types[name] = cls
+        return cls
+
+    def attach(self, entity: int, comps: dict[type, Any], rec: AgentRecord | None) -> None:
+        """Note that ``entity`` carries host components (``rec``: its agent, if any)."""
+        self.entities[entity] = comps
+        if rec is not None:
+            rec.components = comps
+            self.agent_of[entity] = rec
+            self.state.touch(rec)
+        else:
+            self.dirty[entity] = None
+
+    def add_entity(self, entity: int, components: Iterable[Any]) -> None:
+        """Create a host entity under ``entity`` (an ``AddEntity`` input)."""
+        comps = create_entity_as(entity, [self.resolve(c) for c in components])
+        self.attach(entity, comps, None)
+        self.state.changed_this_tick += 1
+
+    def add_created(self, entity: int, components: tuple[Any, ...]) -> None:
+        """Create an entity a host system made with ``ctx.create`` (minted already)."""
+        comps = create_entity_as(entity, components)
+        if components:
+            self.attach(entity, comps, None)
+
+    def touch(self, entity: int) -> None:
+        """Note a change of ``entity``'s host components (for the digest)."""
+        rec = self.agent_of.get(entity)
+        if rec is not None:
+            self.state.touch(rec)
+        else:
+            self.dirty[entity] = None
+
+    def record_of(self, entity: int) -> AgentRecord | None:
+        """The agent whose entity ``entity`` is, or None."""
+        comps = entity_table().get(entity)
+        agent = None if comps is None else comps.get(Agent)
+        return None if agent is None else self.state.records.get(agent.id)
+
+    def saw(self, found: list[Any]) -> None:
+        """Host code was handed the components of a query result (live objects)."""
+        if len(self.seen_lists) >= MAX_SEEN:
+            self.seen_all = True
+            self.seen_lists.clear()
+        elif not self.seen_all:
+            self.seen_lists[id(found)] = found
+
+    def mark_seen(self) -> None:
+        """Before a digest: everything host code may have changed in place is dirty."""
+        if self.seen_all:
+            candidates: Iterable[int] = list(self.entities)
+        elif self.seen_lists or self.seen:
+            candidates = [e for found in self.seen_lists.values() for e, _ in found]
+            candidates.extend(self.seen)
+        else:
+            return
+        self.seen_lists.clear()
+        self.seen.clear()
+        self.seen_all = False
+        agent_of, entities, dirty = self.agent_of, self.entities, self.dirty
+        state_dirty = self.state.dirty
+        for entity in candidates:
+            rec = agent_of.get(entity)
+            if rec is not None:
+                state_dirty[rec.ordinal] = rec
+            elif entity in entities:
+                dirty[entity] = None
+
+    def fold(self, total: int, changed: list[tuple[str, dict[str, Any]]] | None) -> int:
+        """Fold the changed host entities into the world digest ``total``."""
+        for entity in sorted(self.dirty):
+            old = self.digests.pop(entity, 0)
+            comps = self.entities.get(entity)
+            if comps is None:
+                new, state_fields = 0, {"entity": entity, "deleted": True}
+            else:
+                state_fields = {"entity": entity, **flatten(comps)}
+                new = self.digests[entity] = agent_digest(state_fields)
+            if new == old:
+                continue  # looked at again (seen by host code), but unchanged
+            total = combine(total, old, new)
+            if changed is not None:
+                changed.append((f"entity {entity}", state_fields))
+        self.dirty.clear()
+        return total
+
+    def entity_fields(self, entity: int) -> dict[str, Any] | None:
+        """A host entity's digest fields now (None if it does not exist)."""
+        comps = self.entities.get(entity)
+        return None if comps is None else {"entity": entity, **flatten(comps)}
+
+    def query_copies(self, types: tuple[type, ...]) -> list[tuple[int, tuple[Any, ...]]]:
+        """Entities with host components having every type of ``types``, by id, as copies."""
+        out = []
+        entities = self.entities
+        first, rest = types[0], types[1:]
+        for entity in sorted(entities):
+            comps = entities[entity]
+            if first not in comps:
+                continue
+            if not rest:
+                out.append((entity, (copy_component(comps[first]),)))
+            elif all(t in comps for t in rest):
+                out.append((entity, tuple([copy_component(comps[t]) for t in types])))
+        return out
+
+    def take_errors(self) -> tuple[str, ...]:
+        """This tick's host errors (and forget them)."""
+        if not self.errors:
+            return ()
+        errors, self.errors = tuple(self.errors), []
+        return errors
+
+    def system_failed(self, system: HostSystem, exc: BaseException) -> None:
+        """A host system raised: fail the agent it was handling, if it can tell; report it."""
+        from systems.lifecycle import describe, finish
+
+        what = f"host system {system.name!r} raised {describe(exc)}"
+        entity = system.ctx._last
+        rec = None if entity is None else self.record_of(entity)
+        if rec is not None and not rec.status.kind.is_terminal:
+            finish(self.state, rec, StatusKind.ERROR, what)
+            what += f" (agent {rec.id} failed)"
+        elif entity is not None:
+            what += f" (handling entity {entity})"
+        self.errors.append(what)
+        system.failures += 1
+        if system.failures == 1:  # once with the traceback; a system may raise every tick
+            log.error("%s", what, exc_info=exc)
+
+    def run_action(self, rec: AgentRecord, action: Any) -> None:
+        """Resolve a host action of ``rec``'s behaviour with its handler."""
+        from systems.lifecycle import describe, finish, mint, resume_with
+
+        state = self.state
+        ctx = self._action_ctx
+        if ctx is None:
+            ctx = self._action_ctx = SystemContext(self, "actions")
+        if not ctx._active:
+            ctx._begin()
+        handler = self.actions[type(action)]
+        ctx._last = rec.entity
+        try:
+            value = handler(ctx, rec.id, action)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # rule: a raising handler fails only its agent
+            finish(state, rec, StatusKind.ERROR, f"{type(action).__name__}: {describe(exc)}")
+            return
+        if value is PENDING:
+            turn = rec.turn
+            turn.phase = Phase.AWAITING_ACTION
+            turn.inflight = mint(rec, "h")
+            state.touch(rec)
+        elif not rec.status.kind.is_terminal:
+            resume_with(state, rec, value)
+
+    def end_actions(self) -> None:
+        """Apply the structural changes the tick's action handlers made (once)."""
+        ctx = self._action_ctx
+        if ctx is not None and ctx._active:
+            ctx._flush()
+
+    def gap(self, stages: list[str], after: str | None, before: str | None) -> int:
+        """The position (0 = before the first stage) that ``after``/``before`` name.
+
+        Raises:
+            ConfigError: an unknown stage name, or ``after`` and ``before`` that disagree.
+        """
+        positions = []
+        for arg, value, offset in (("after", after, 1), ("before", before, 0)):
+            if value is None:
+                continue
+            if value not in stages:
+                raise ConfigError(f"`{arg}` must be one of {', '.join(stages)}; got {value!r}")
+            positions.append(stages.index(value) + offset)
+        if not positions:
+            return stages.index("step_behaviors") + 1
+        if len(positions) == 2 and positions[0] != positions[1]:
+            raise ConfigError(
+                f"`after`={after!r} and `before`={before!r} name two different places"
+            )
+        return positions[0]
+
+
+def _import_type(name: str) -> type | None:
+    module_name, sep, attr_path = name.partition(":")
+    if not sep or not module_name or not attr_path or "<" in attr_path:
+        return None
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr_path.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return None
+    return obj if inspect.isclass(obj) and is_dataclass(obj) and not is_builtin(obj) else None

@@ -1,0 +1,188 @@
+"""The world's API for host ECS code: entities, systems, actions, component types, queries.
+
+`HostAPI` is mixed into `World` (as `RunLoop` is), so ``world.py`` stays the agent API and
+this module the host's. The bookkeeping behind it is `runtime.world.host.HostECS`.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+import esper
+
+from runtime.errors import ConfigError
+from runtime.world.context import SystemContext
+from runtime.world.host import HOST_IDS_START, HostECS, HostSystem
+from runtime.world.host_data import check_components, field_names
+from runtime.world.inputs import AddEntity, Inbox
+from runtime.world.state import WorldState
+from runtime.world.values import is_json
+
+__all__ = ["STAGE_NAMES", "HostAPI", "stage_name"]
+
+STAGE_NAMES = {
+    "ApplyInputs": "apply_inputs",
+    "AbortTerminalWork": "abort_terminal",
+    "HandleInterrupts": "handle_interrupts",
+    "ExpirePrompts": "expire_prompts",
+    "CollectOutcomes": "collect_outcomes",
+    "StepBehaviors": "step_behaviors",
+    "DispatchWork": "dispatch_work",
+    "ReflectInteractionStatus": "reflect_status",
+    "MirrorLaneStats": "mirror_lane_stats",
+}
+"""The names ``add_system(after=..., before=...)`` takes for the built-in systems."""
+
+
+def stage_name(system: object) -> str:
+    """The stage name of a built-in system (snake case of its class for one not listed)."""
+    cls = type(system).__name__
+    return STAGE_NAMES.get(cls) or re.sub(r"(?<!^)(?=[A-Z])", "_", cls).lower()
+
+
+def builtin_priority(index: int, count: int) -> int:
+    """The esper priority of built-in stage ``index`` of ``count``: even numbers, so each
+    gap between two stages has an odd one for host systems (see ``gap_priority``)."""
+    return 2 * (count - 1 - index)
+
+
+def gap_priority(gap: int, count: int) -> int:
+    """The esper priority of host systems at ``gap`` (0: before the first stage). esper
+    sorts processors stably, so systems of one priority run in the order added."""
+    return 2 * (count - gap) - 1
+
+
+class HostAPI:
+    """Host ECS methods of a `World` (mixed into it); see the module docstring."""
+
+    _state: WorldState
+    _host: HostECS
+    _inbox: Inbox
+    _ids_lock: threading.Lock
+    _lock: threading.RLock
+    _journal: Any
+    _stages: list[str]
+    _host_ids: Iterator[int]
+
+    # Provided by `World`.
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def _ticking(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def _host_components(self, arg: str, components: Iterable[object]) -> tuple[Any, ...]:
+        comps = check_components(arg, components)
+        host = self._host
+        for index, comp in enumerate(comps):
+            host.register_type(type(comp))
+            if self._journal is not None:
+                values = {name: getattr(comp, name) for name in field_names(type(comp))}
+                if not is_json(values):
+                    raise ConfigError(
+                        f"`{arg}[{index}]` must have JSON fields when the world records a"
+                        f" journal, got {comp!r}"
+                    )
+        # Copies: the host keeps its objects, the world its own (no sharing across threads).
+        return tuple(copy.deepcopy(c) for c in comps)
+
+    def add_entity(self, *components: Any) -> int:
+        """Add a host entity with ``components`` (dataclass instances); returns its id.
+
+        Thread-safe: the id is minted now, the entity exists from the next tick.
+
+        Raises:
+            ConfigError: a component is not a dataclass instance, is built-in, repeats a
+                type, or has non-JSON fields while a journal records the world.
+            WorldClosedError: the world is closed.
+        """
+        self._check_open()
+        comps = self._host_components("components", components)
+        with self._ids_lock:  # so that input order follows id order
+            entity = next(self._host_ids)
+            self._inbox.put(AddEntity(entity, comps))
+        return entity
+
+    def add_system(
+        self,
+        fn: Callable[[SystemContext], object],
+        *,
+        after: str | None = None,
+        before: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        """Run ``fn(ctx)`` on the tick thread every tick, next to a built-in stage.
+
+        ``after``/``before`` name a stage (``apply_inputs``, ..., ``step_behaviors``, ...,
+        ``mirror_lane_stats``); with neither it runs right after ``step_behaviors``.
+        Systems at one place run in the order added. Add systems before the world runs, or
+        between ticks: a replay must add the same ones (``replay(path, setup=fn)``).
+
+        Raises:
+            ConfigError: ``fn`` is not callable, a stage name is unknown, or ``after`` and
+                ``before`` name different places.
+        """
+        if not callable(fn):
+            raise ConfigError(f"`fn` must be callable, got {fn!r}")
+        host = self._host
+        gap = host.gap(self._stages, after, before)
+        system = HostSystem(host, fn, name or str(getattr(fn, "__name__", repr(fn))))
+        with self._ticking():
+            host.systems.append((gap, system))
+            esper.add_processor(system, gap_priority(gap, len(self._stages)))
+
+    def add_action(
+        self, action_type: type, handler: Callable[[SystemContext, str, Any], object]
+    ) -> None:
+        """Let behaviours yield ``action_type`` objects, resolved by ``handler``.
+
+        ``handler(ctx, agent_id, action)`` runs on the tick thread after the tick's steps;
+        what it returns is sent into the behaviour at its next step, unless it returns
+        ``PENDING``: then the behaviour waits until a system calls
+        ``ctx.complete(agent_id, value)`` (an interrupt or cancel abandons the wait). A
+        handler that raises fails only that agent.
+
+        Raises:
+            ConfigError: ``action_type`` is not a class, is a built-in action, or already
+                has a handler; ``handler`` is not callable.
+        """
+        from runtime.world.actions import Ask, CallTools, Join, Sleep, Spawn, Think
+
+        if not isinstance(action_type, type):
+            raise ConfigError(f"`action_type` must be a class, got {action_type!r}")
+        if action_type in (Think, CallTools, Ask, Sleep, Spawn, Join):
+            raise ConfigError(f"`action_type` {action_type.__name__} is a built-in action")
+        if not callable(handler):
+            raise ConfigError(f"`handler` must be callable, got {handler!r}")
+        with self._ticking():
+            actions = self._state.host_actions
+            if action_type in actions and actions[action_type] is not handler:
+                raise ConfigError(f"action {action_type.__name__} already has a handler")
+            actions[action_type] = handler
+
+    def register_component(self, *types: type) -> None:
+        """Know these component types by name, so a journal's components of them decode
+        (types that import by ``module:qualname`` need no registering)."""
+        for cls in types:
+            if not isinstance(cls, type):
+                raise ConfigError(f"`types` must be classes, got {cls!r}")
+            self._host.register_type(cls)
+
+    def query(self, *types: type) -> list[tuple[int, tuple[Any, ...]]]:
+        """Entities with host components having every one of ``types``, ordered by id, as
+        ``(entity, (components...))`` copies: the world as it was after the last tick."""
+        if not types:
+            raise ConfigError("`types` must name at least one component type")
+        with self._lock:
+            return self._host.query_copies(types)
+
+
+def host_id_counter() -> Iterator[int]:
+    """The counter ``add_entity`` mints ids from."""
+    return itertools.count(HOST_IDS_START)

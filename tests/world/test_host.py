@@ -1,0 +1,435 @@
+"""The ECS, open to the host: components, entities, systems and actions of the host's own."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import esper
+import pytest
+
+from runtime import (
+    PENDING,
+    ConfigError,
+    Journal,
+    ManualClock,
+    ReplayDivergence,
+    Sleep,
+    StatusKind,
+    SystemContext,
+    World,
+    replay,
+)
+from tests.conftest import wait_for
+
+
+@dataclass(slots=True)
+class Position:
+    x: int
+    y: int
+
+
+@dataclass(slots=True)
+class Door:
+    open: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MoveTo:
+    x: int
+    y: int
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    label: str
+
+
+LOG: list[tuple[int, str]] = []
+
+
+def wanderer(turn):
+    here = turn.get(Position)
+    result = yield MoveTo(here.x + 1, here.y)
+    return [result, turn.get(Position).x]
+
+
+def waiter(turn):
+    value = yield Wait("go")
+    return value
+
+
+def sleeper(turn):
+    for _ in range(3):
+        yield Sleep(1)
+    return "rested"
+
+
+def move(ctx: SystemContext, agent_id: str, action: MoveTo) -> object:
+    ctx.set(ctx.entity(agent_id), Position(action.x, action.y))
+    return "arrived"
+
+
+def test_components_given_at_spawn_are_seen_by_turn_get_systems_and_world_query(make_world):
+    world = make_world()
+    seen = []
+    world.add_system(lambda ctx: seen.extend(ctx.query(Position)), before="apply_inputs")
+    world.add_action(MoveTo, move)
+    agent = world.spawn(wanderer, "go", components=[Position(2, 5)])
+    assert world.query(Position) == []  # the spawn is an input: applied at the next tick
+    world.run_until_idle()
+    assert world.result(agent) == ["arrived", 3]  # turn.get read (2, 5), then (3, 5)
+    entity = world.query(Position)[0][0]
+    assert world.query(Position) == [(entity, (Position(3, 5),))]
+    assert seen[0] == (entity, (Position(3, 5),))  # tick 2's system saw the moved agent
+    copy = world.query(Position)[0][1][0]
+    copy.x = 99  # a copy: the world is untouched
+    assert world.query(Position)[0][1][0] == Position(3, 5)
+
+
+def test_an_entity_added_from_another_thread_appears_the_next_tick_with_its_minted_id(
+    make_world,
+):
+    world = make_world()
+    log: list[tuple[int, int, bool]] = []
+    world.add_system(lambda ctx: log.extend((ctx.tick, e, d.open) for e, (d,) in ctx.query(Door)))
+    world.tick()
+    minted: list[int] = []
+    done = threading.Event()
+
+    def host() -> None:
+        minted.append(world.add_entity(Door(open=True)))
+        done.set()
+
+    threading.Thread(target=host).start()
+    assert done.wait(timeout=10)
+    assert world.query(Door) == [] and log == []
+    world.tick()
+    assert log == [(2, minted[0], True)]
+    assert world.query(Door) == [(minted[0], (Door(open=True),))]
+
+
+def test_host_systems_run_at_their_places_in_the_pipeline_in_the_order_added(make_world):
+    world = make_world()
+    log: list[tuple[int, str]] = []
+
+    def named(label: str):
+        return lambda ctx: log.append((ctx.tick, label))
+
+    def stepping(turn):
+        while True:
+            log.append((-1, "behaviour"))
+            yield Sleep(0)
+
+    world.add_system(named("last"), after="mirror_lane_stats")
+    world.add_system(named("a"), after="step_behaviors")
+    world.add_system(named("first"), before="apply_inputs")
+    world.add_system(named("b"), after="step_behaviors")
+    world.add_system(named("c"), before="dispatch_work")  # the same place: after a and b
+    world.add_system(named("d"))  # no place named: right after step_behaviors
+    world.spawn(stepping)
+    for _ in range(2):
+        world.tick()
+    order = ["first", "behaviour", "a", "b", "c", "d", "last"]
+    assert [label for _, label in log] == order * 2
+    assert [tick for tick, label in log if label != "behaviour"] == [1] * 6 + [2] * 6
+
+
+def test_a_place_that_names_no_stage_is_refused(make_world):
+    world = make_world()
+    with pytest.raises(ConfigError, match="`after` must be one of apply_inputs"):
+        world.add_system(lambda ctx: None, after="step_behaviours")
+    with pytest.raises(ConfigError, match="two different places"):
+        world.add_system(lambda ctx: None, after="apply_inputs", before="step_behaviors")
+
+
+def test_a_custom_action_returning_a_value_resumes_the_behaviour_next_step(make_world):
+    world = make_world()
+    log: list[tuple[int, str]] = []
+
+    def handler(ctx: SystemContext, agent_id: str, action: Wait) -> object:
+        log.append((ctx.tick, f"handled {action.label}"))
+        return f"done {action.label}"
+
+    world.add_action(Wait, handler)
+    agent = world.spawn(waiter)
+    world.tick()
+    assert log == [(1, "handled go")] and world.status(agent).kind is StatusKind.ACTIVE
+    world.tick()
+    assert world.status(agent).kind is StatusKind.COMPLETE
+    assert world.result(agent) == "done go"
+
+
+def test_a_pending_action_waits_until_a_system_completes_it(make_world):
+    world = make_world()
+    waiting: list[str] = []
+    completed: list[tuple[int, bool]] = []
+    world.add_action(Wait, lambda ctx, agent_id, action: waiting.append(agent_id) or PENDING)
+
+    def finisher(ctx: SystemContext) -> None:
+        if ctx.tick == 4:
+            completed.extend((ctx.tick, ctx.complete(a, "opened")) for a in waiting)
+
+    world.add_system(finisher, after="dispatch_work")
+    agent = world.spawn(waiter)
+    for _ in range(4):
+        world.tick()
+        assert world.status(agent).kind is StatusKind.ACTIVE
+    assert completed == [(4, True)]
+    world.tick()
+    assert world.status(agent).kind is StatusKind.COMPLETE
+    assert world.result(agent) == "opened"
+
+
+def test_an_interrupt_while_a_pending_action_waits_abandons_it(make_world):
+    world = make_world()
+    outcomes: list[bool] = []
+    world.add_action(Wait, lambda ctx, agent_id, action: PENDING)
+    agent = world.spawn(waiter, interactive=True, message="start")
+    world.tick()
+    world.interrupt(agent)
+    world.tick()
+    assert world.status(agent).kind is StatusKind.IDLE
+    assert world.history(agent)[-1].content == "[interrupted by user]"
+    world.add_system(lambda ctx: outcomes.append(ctx.complete(agent, "late")))
+    world.tick()
+    assert outcomes == [False]  # nothing awaits it any more
+    assert world.result(agent) is None and world.status(agent).kind is StatusKind.IDLE
+
+
+def test_the_digest_changes_when_a_host_component_changes_and_only_then(make_world):
+    world = make_world()
+    door = world.add_entity(Door(open=False), Position(0, 0))
+
+    def opener(ctx: SystemContext) -> None:
+        pos = ctx.get(door, Position)
+        ctx.set(door, pos)  # marked changed, same value: same digest
+        if ctx.tick == 3:
+            pos.x = 4
+            ctx.set(door, pos)
+
+    world.add_system(opener)
+    digests = []
+    for _ in range(4):
+        world.tick()
+        digests.append(world.digest())
+    assert digests[0] == digests[1]
+    assert digests[2] != digests[1]
+    assert digests[3] == digests[2]
+
+
+def test_an_in_place_change_to_a_queried_component_is_in_the_digest_without_set(make_world):
+    world = make_world(track_digests=True)
+    world.add_entity(Position(0, 0))
+    world.add_entity(Door(open=False))  # never handed to the system: never looked at again
+
+    def nudge(ctx: SystemContext) -> None:
+        for _entity, (pos,) in ctx.query(Position):
+            if ctx.tick == 3:
+                pos.x += 1  # no ctx.set: the loop is not told, the digest still sees it
+
+    world.add_system(nudge)
+    reports = [world.tick() for _ in range(4)]
+    assert reports[0].digest == reports[1].digest
+    assert reports[2].digest != reports[1].digest
+    assert reports[3].digest == reports[2].digest
+    assert world.query(Position)[0][1] == (Position(1, 0),)
+
+
+def setup_village(world: World) -> None:
+    world.add_action(MoveTo, move)
+    world.add_system(drift, after="step_behaviors")
+
+
+def drift(ctx: SystemContext) -> None:
+    for entity, (pos,) in ctx.query(Position):
+        if ctx.agent_id(entity) is None:
+            pos.x += 1
+            ctx.set(entity, pos)
+
+
+def drift_faster(ctx: SystemContext) -> None:
+    for entity, (pos,) in ctx.query(Position):
+        if ctx.agent_id(entity) is None:
+            pos.x += 2
+            ctx.set(entity, pos)
+
+
+def _record(path: Path) -> None:
+    with World(seed=3, clock=ManualClock(), journal=Journal.create(path)) as world:
+        setup_village(world)
+        world.spawn(wanderer, "go", components=[Position(0, 0)])
+        world.add_entity(Position(2, 2))
+        for _ in range(4):
+            world.tick()
+
+
+def test_a_replay_with_setup_matches_the_recording(tmp_path):
+    path = tmp_path / "run.db"
+    _record(path)
+    report = replay(path, setup=setup_village)
+    assert report.ticks == 4 and report.inputs == 2
+
+
+def test_a_replay_whose_host_system_changed_names_the_component_field(tmp_path):
+    path = tmp_path / "run.db"
+    _record(path)
+
+    def changed_setup(world: World) -> None:
+        world.add_action(MoveTo, move)
+        world.add_system(drift_faster, after="step_behaviors")
+
+    with pytest.raises(ReplayDivergence) as caught:
+        replay(path, setup=changed_setup)
+    assert caught.value.tick == 1
+    assert "Position.x: expected 3, got 4" in str(caught.value)
+
+
+def test_a_raising_host_system_does_not_kill_the_loop(make_world):
+    world = make_world()
+    victim = world.spawn(sleeper, components=[Position(0, 0)])
+    bystander = world.spawn(sleeper)
+
+    def blames_the_victim(ctx: SystemContext) -> None:
+        if ctx.tick == 2:
+            ctx.get(ctx.entity(victim), Position)
+            raise ValueError("no path")
+
+    def blames_nobody(ctx: SystemContext) -> None:
+        raise RuntimeError("broken physics")
+
+    world.add_system(blames_the_victim)
+    world.add_system(blames_nobody, after="mirror_lane_stats")
+    first = world.tick()
+    assert first.errors == ("host system 'blames_nobody' raised RuntimeError: broken physics",)
+    second = world.tick()
+    assert "host system 'blames_the_victim' raised ValueError: no path (agent a1 failed)" in (
+        second.errors
+    )
+    world.run_until_idle()
+    assert world.status(victim).kind is StatusKind.ERROR
+    assert "no path" in world.status(victim).message
+    assert world.status(bystander).kind is StatusKind.COMPLETE
+
+
+def test_a_raising_action_handler_fails_only_its_agent(make_world):
+    world = make_world()
+
+    def handler(ctx: SystemContext, agent_id: str, action: MoveTo) -> object:
+        if action.x > 5:
+            raise ValueError("out of the map")
+        return move(ctx, agent_id, action)
+
+    world.add_action(MoveTo, handler)
+    lost = world.spawn(wanderer, components=[Position(9, 0)])
+    fine = world.spawn(wanderer, components=[Position(0, 0)])
+    world.run_until_idle()
+    assert world.status(lost).kind is StatusKind.ERROR
+    assert world.status(lost).message == "MoveTo: ValueError: out of the map"
+    assert world.result(fine) == ["arrived", 1]
+
+
+def test_esper_rebuilds_its_cache_at_most_once_per_system_that_changed_structure(
+    make_world, monkeypatch
+):
+    world = make_world()
+    made: list[int] = []
+
+    def builder(ctx: SystemContext) -> None:
+        for i in range(50):
+            ctx.query(Position)  # would rebuild after every create without batching
+            made.append(ctx.create(Position(i, 0)))
+
+    def painter(ctx: SystemContext) -> None:
+        for entity, (_pos,) in ctx.query(Position):
+            ctx.set(entity, Door(open=False))
+            ctx.query(Position, Door)
+
+    world.add_system(builder, before="step_behaviors")
+    world.add_system(painter, after="step_behaviors")
+    world.tick()  # the first tick's queries fill the cache
+    rebuilds = 0
+    real = esper._clear_cache_now
+
+    def counting() -> None:
+        nonlocal rebuilds
+        rebuilds += 1
+        real()
+
+    monkeypatch.setattr(esper, "_clear_cache_now", counting)
+    world.tick()
+    assert rebuilds <= 2  # one after builder's batch, one after painter's
+    assert len(world.query(Position, Door)) == 100
+
+
+def test_host_components_must_be_dataclasses_and_not_the_worlds_own(make_world):
+    from components import Status
+
+    world = make_world()
+    with pytest.raises(ConfigError, match=r"`components\[0\]` must be a dataclass instance"):
+        world.add_entity(3)
+    with pytest.raises(ConfigError, match="built-in component"):
+        world.spawn(sleeper, components=[Status()])
+
+
+def test_a_host_system_raising_a_base_exception_is_contained_in_a_running_loop(make_world):
+    world = make_world()
+    ticks: list[int] = []
+    seen_three = threading.Event()
+
+    def exits(ctx: SystemContext) -> None:
+        ticks.append(ctx.tick)
+        if ctx.tick >= 3:
+            seen_three.set()
+        raise SystemExit("game over?")
+
+    world.add_system(exits, before="apply_inputs")
+    agent = world.spawn(sleeper)
+    world.start()
+    try:
+        assert seen_three.wait(timeout=10)
+        wait_for(lambda: world.status(agent).kind is StatusKind.COMPLETE, what="the sleeper")
+    finally:
+        world.stop()
+    assert world.status(agent).kind is StatusKind.COMPLETE  # the loop went on
+    assert ticks[:3] == [1, 2, 3]
+
+
+def test_created_removed_and_deleted_entities_show_in_queries_and_the_digest(make_world):
+    world = make_world()
+    made: list[int] = []
+
+    def builder(ctx: SystemContext) -> None:
+        if ctx.tick == 1:
+            made.append(ctx.create(Position(1, 1), Door(open=True)))
+            made.append(ctx.create(Position(2, 2)))
+        elif ctx.tick == 2:
+            ctx.remove(made[0], Door)
+            ctx.delete(made[1])
+            assert ctx.get(made[0], Door) == Door(open=True)  # applied when it returns
+
+    world.add_system(builder)
+    world.tick()
+    first = world.digest()
+    assert world.query(Position) == [(made[0], (Position(1, 1),)), (made[1], (Position(2, 2),))]
+    assert world.query(Door) == [(made[0], (Door(open=True),))]
+    world.tick()
+    assert world.query(Position) == [(made[0], (Position(1, 1),))]
+    assert world.query(Door) == []
+    assert world.digest() != first
+
+
+@dataclass(frozen=True, slots=True)
+class Bag:
+    owner: str
+    items: list[str]
+
+
+def test_world_query_hands_out_deep_enough_copies_of_frozen_and_nested_components(make_world):
+    world = make_world()
+    bag = world.add_entity(Bag("ann", ["apple"]))
+    world.tick()
+    [(entity, (copy,))] = world.query(Bag)
+    copy.items.append("pear")  # a nested list is copied too, a frozen class still copies
+    assert entity == bag and world.query(Bag)[0][1] == (Bag("ann", ["apple"]),)
