@@ -97,6 +97,55 @@ class Journal:
             raise JournalError(f"cannot create journal {str(path)!r}: {exc}") from exc
         return cls(path, conn, scenario)
 
+    @classmethod
+    def append(cls, path: str | Path) -> Journal:
+        """Open the existing journal at ``path`` to write more ticks after its last one.
+
+        For `runtime.resume`: the header and the recorded ticks stay as they are (a tick
+        cut mid-write was never committed, so SQLite drops it when the file is opened).
+
+        Raises:
+            JournalError: no journal is there, or it is foreign, damaged or too new.
+        """
+        with JournalReader(path) as reader:  # every check a reader makes, first
+            header = reader.header
+            ticks = reader.tick_count()
+        path = Path(path)
+        try:
+            conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open journal {str(path)!r} to append: {exc}") from exc
+        journal = cls(path, conn, header.get("scenario"))
+        journal.ticks = ticks
+        return journal
+
+    def write_prefix(self, header: dict[str, Any], source: str | Path, until_tick: int) -> None:
+        """Make this new journal a copy of ``source`` up to ``until_tick``: a fork's start.
+
+        ``header`` (the source's) is written as it is, so the fork replays on its own; the
+        ticks, inputs and changed-agent rows up to ``until_tick`` are copied row for row.
+
+        Raises:
+            JournalError: the source cannot be read or this file cannot be written.
+        """
+        self._write_meta({"magic": MAGIC, "format": str(FORMAT_VERSION), "header": header})
+        with JournalReader(source) as reader:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN")
+                for table, columns in (("ticks", 3), ("inputs", 4), ("agent_states", 3)):
+                    marks = ", ".join("?" * columns)
+                    rows = reader.rows(table, until_tick)
+                    conn.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise JournalError(f"cannot write journal {str(self.path)!r}: {exc}") from exc
+        self.ticks = until_tick
+
     def begin(self, settings: dict[str, Any]) -> None:
         """Write the header: the world's ``settings``, the scenario, and the versions.
 
@@ -232,6 +281,23 @@ class JournalReader:
             states.setdefault(tick, {})[agent] = json.loads(fields)
         for tick, now, digest in ticks:
             yield RecordedTick(tick, now, digest, inputs.get(tick, []), states.get(tick, {}))
+
+    def rows(self, table: str, until_tick: int) -> Iterator[tuple[Any, ...]]:
+        """The raw rows of ``table`` (ticks, inputs, agent_states) up to ``until_tick``.
+
+        Raises:
+            JournalError: the file is damaged.
+        """
+        if table not in ("ticks", "inputs", "agent_states"):
+            raise ValueError(f"`table` must be a journal table, got {table!r}")
+        try:
+            cursor = self._conn.execute(
+                f"SELECT * FROM {table} WHERE tick <= ? ORDER BY rowid", (until_tick,)
+            )
+            while batch := cursor.fetchmany(4096):
+                yield from batch
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{str(self.path)!r} is damaged: {exc}") from exc
 
     def _query(self, sql: str, *args: Any) -> list[Any]:
         try:

@@ -123,15 +123,7 @@ class World(RunLoop):
         self.behaviors = BehaviorRegistry(parent=GLOBAL_BEHAVIORS)
         self.behaviors.update(behaviors or {})
         if effects is None:
-            effects = LiveEffects(
-                inbox=self._inbox,
-                hub=self.hub,
-                tool_lane=self.lane,
-                inference_lane=self.inference_lane,
-                tools=self.tools,
-                models=self.models,
-                tools_can_ask=tool_executor is None,
-            )
+            effects = self._live_effects()
         self._state = WorldState(
             seed=seed, effects=effects, behaviors=self.behaviors, now=self.clock.now()
         )
@@ -441,6 +433,32 @@ class World(RunLoop):
         finally:
             if previous != self._name:
                 esper.switch_world(previous)
+
+    def _live_effects(self) -> LiveEffects:
+        return LiveEffects(
+            inbox=self._inbox,
+            hub=self.hub,
+            tool_lane=self.lane,
+            inference_lane=self.inference_lane,
+            tools=self.tools,
+            models=self.models,
+            tools_can_ask=self._tool_executor is None,
+        )
+
+    def _go_live(self, journal: Recorder | None) -> LiveEffects:
+        """Swap the effects of a replayed prefix for live ones and record to ``journal``.
+
+        For `runtime.resume`: the world was rebuilt by replaying a journal (with effects that
+        start nothing); from the next tick on, work runs on the lanes and prompts go to the
+        hub. ``journal`` already holds the header and the prefix, so ``begin`` is not
+        called. Returns the live effects, for the restart to re-dispatch in-flight work.
+        """
+        effects = self._live_effects()
+        with self._lock:
+            self._state.effects = effects
+            self._journal = journal
+            self._track_digests = self._track_digests or journal is not None
+        return effects
 
     # -- running (the loops themselves are `RunLoop`'s) ----------------------------------
 
