@@ -125,6 +125,30 @@ class LiveEffects:
         self._tools = tools
         self._models = models
         self._tool_hub = HubRef(hub) if tools_can_ask else None
+        # Lane jobs asked for during a journaled tick, held until the tick is committed.
+        self._held: list[tuple[ToolLane, ToolJob]] | None = None
+
+    def hold(self) -> None:
+        """Hold lane jobs from now until ``release``.
+
+        A journaled world holds a tick's jobs until the journal has committed the tick: a
+        job started earlier could do its work and then be lost with the tick if the process
+        died, and the resumed run, which replays only committed ticks, would dispatch it
+        again. Held, a call runs at most once whatever moment the process dies at.
+        """
+        self._held = []
+
+    def release(self) -> None:
+        """Submit the held jobs, in the order they were asked for, and stop holding."""
+        held, self._held = self._held, None
+        for lane, job in held or ():
+            lane.submit(job)
+
+    def _submit(self, lane: ToolLane, job: ToolJob) -> None:
+        if self._held is not None:
+            self._held.append((lane, job))
+        else:
+            lane.submit(job)
 
     def think(self, agent_id: str, ref: str, request: ModelRequest, cancel: CancelToken) -> None:
         model = self._models.get(request.model)
@@ -135,13 +159,13 @@ class LiveEffects:
             return
         call = ToolCall(ref, f"model:{request.model}")
         run = partial(_complete, model, request, ref)
-        self._inference_lane.submit(ToolJob(agent_id, ref, run, (call,), cancel))
+        self._submit(self._inference_lane, ToolJob(agent_id, ref, run, (call,), cancel))
 
     def run_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
     ) -> None:
         run = ToolBatch(self._tools, calls, agent_id, self._tool_hub)
-        self._tool_lane.submit(ToolJob(agent_id, ref, run, calls, cancel))
+        self._submit(self._tool_lane, ToolJob(agent_id, ref, run, calls, cancel))
 
     def restart_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
@@ -160,7 +184,7 @@ class LiveEffects:
             self._inbox.put(ToolOutcome(agent_id, ref, results, 0.0))
             return
         run = ToolBatch(tools, calls, agent_id, self._tool_hub, interrupted)
-        self._tool_lane.submit(ToolJob(agent_id, ref, run, calls, cancel))
+        self._submit(self._tool_lane, ToolJob(agent_id, ref, run, calls, cancel))
 
     def open_prompt(self, agent_id: str, request: InteractionRequest) -> None:
         try:

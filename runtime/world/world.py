@@ -372,17 +372,29 @@ class World(RunLoop):
             state.inputs = inputs
             state.changed_this_tick = len(inputs)
             state.stepped = 0
-            esper.process(state)
-            state.inputs = []
-            digest = None
-            if self._track_digests:
-                if changed is None and self._journal is not None:
-                    changed = []
-                self._fold_dirty(changed)
-                digest = hexdigest(self._digest_total)
-                if self._journal is not None:
-                    assert changed is not None
-                    self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
+            # Write-ahead: a journaled tick's lane jobs start once the tick is committed,
+            # so no job runs whose dispatch a resume would not find (LiveEffects.hold).
+            effects = state.effects
+            holding = effects if self._journal is not None else None
+            if not isinstance(holding, LiveEffects):
+                holding = None
+            if holding is not None:
+                holding.hold()
+            try:
+                esper.process(state)
+                state.inputs = []
+                digest = None
+                if self._track_digests:
+                    if changed is None and self._journal is not None:
+                        changed = []
+                    self._fold_dirty(changed)
+                    digest = hexdigest(self._digest_total)
+                    if self._journal is not None:
+                        assert changed is not None
+                        self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
+            finally:
+                if holding is not None:  # even if the tick failed: nobody waits for ever
+                    holding.release()
             self._note_new_agents()
             report = TickReport(
                 state.tick, state.now, len(inputs), state.stepped, state.changed_this_tick, digest
