@@ -133,7 +133,9 @@ def test_the_quickstart_killed_mid_run_is_resumed_to_its_end(tmp_path):
     assert "--at-tick forks the run: name the new journal with --journal NEW" in needs_new.stderr
     other = tmp_path / "other.toml"
     other.write_text((ROOT / "examples/quickstart.toml").read_text() + "\n# changed\n")
-    (tmp_path / "quickstart_tools.py").write_text((ROOT / "examples/quickstart_tools.py").read_text())
+    (tmp_path / "quickstart_tools.py").write_text(
+        (ROOT / "examples/quickstart_tools.py").read_text()
+    )
     changed = tickwork("resume", str(journal), "--scenario", str(other))
     assert changed.returncode == 2 and "is not the scenario" in changed.stderr
 
