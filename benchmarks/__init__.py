@@ -7,7 +7,7 @@ and peer implementations live in `benchmarks.peers`. Not collected by the test r
 """
 
 # The order of the issue's table; importing a module registers its benchmarks.
-from . import hubs, lanes, memory, replays, ticks, wakeups, workloads  # noqa: F401
+from . import hubs, lanes, memory, replays, resumes, ticks, wakeups, workloads  # noqa: F401
 from .harness import BENCHMARKS
 
 ORDER = (
@@ -19,6 +19,7 @@ ORDER = (
     "vs_simpy",
     "vs_asyncio",
     "replay_speed",
+    "resume_speed",
     "memory_per_agent",
 )
 

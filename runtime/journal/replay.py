@@ -121,12 +121,12 @@ def replay(
         total = reader.tick_count()
         if until_tick is not None:
             total = min(total, until_tick)
-        recorded = list(reader.ticks(until_tick))
+        recorded = list(reader.ticks(until_tick, states=False))
     effects = ReplayEffects(frozenset(header.get("approval_required", ())))
     world = rebuild(header, effects, behaviors=behaviors or {}, setup=setup)
     try:
         check_behaviors(world, recorded)
-        inputs = replay_ticks(world, recorded, progress=progress, total=total)
+        inputs = replay_ticks(world, recorded, path, progress=progress, total=total)
         return ReplayReport(
             path=str(path),
             ticks=len(recorded),
@@ -143,6 +143,7 @@ def replay(
 def replay_ticks(
     world: World,
     recorded: list[RecordedTick],
+    path: str | Path,
     *,
     progress: Callable[[int, int], None] | None = None,
     total: int | None = None,
@@ -150,7 +151,8 @@ def replay_ticks(
     """Feed ``recorded`` ticks to ``world`` at their times, checking each tick's digest.
 
     The one replay loop: ``replay`` checks a run with it, ``resume`` rebuilds one. Returns
-    how many inputs were applied.
+    how many inputs were applied. On a divergence the recorded agent fields are read from
+    the journal at ``path``, to name what differs.
 
     Raises:
         JournalError: the journal skips a tick.
@@ -158,21 +160,21 @@ def replay_ticks(
     """
     inputs = 0
     total = len(recorded) if total is None else total
-    last_fields: dict[str, dict[str, Any]] = {}
     for done, tick in enumerate(recorded, 1):
         if tick.tick != world.tick_count + 1:
             raise JournalError(f"journal skips from tick {world.tick_count} to {tick.tick}")
         changed: list[tuple[str, dict[str, Any]]] = []
         report = world._tick(tick.inputs, tick.now, changed)
         inputs += len(tick.inputs)
-        last_fields.update(tick.agents)
         if report.digest != tick.digest:
             assert report.digest is not None
+            with JournalReader(path) as reader:
+                expected, at_tick = reader.states_until(tick.tick)
             raise ReplayDivergence(
                 tick.tick,
                 tick.digest,
                 report.digest,
-                _explain(world, tick, changed, last_fields),
+                _explain(world, at_tick, changed, expected),
             )
         if progress is not None:
             progress(done, total)
@@ -248,12 +250,12 @@ def check_behaviors(world: World, recorded: list[RecordedTick]) -> None:
 
 def _explain(
     world: World,
-    tick: RecordedTick,
+    recorded_at_tick: dict[str, dict[str, Any]],
     changed: list[tuple[str, dict[str, Any]]],
     expected: dict[str, dict[str, Any]],
 ) -> dict[str, list[str]]:
     actual = dict(changed)
-    suspects = sorted(set(tick.agents) | set(actual))
+    suspects = sorted(set(recorded_at_tick) | set(actual))
     found: dict[str, list[str]] = {}
     for agent_id in suspects:
         want = expected.get(agent_id)

@@ -86,7 +86,7 @@ def resume(
         header = reader.header
         last = reader.tick_count()
         until = _checked_at_tick(where, at_tick, journal, last)
-        recorded = list(reader.ticks(until))
+        recorded = list(reader.ticks(until, states=False))
     if journal is not None and Path(journal.path).resolve() == Path(path).resolve():
         raise JournalError(f"cannot fork {where!r} into itself: `journal` must be a new file")
     tools, models, behaviors = _parts(where, header, tools, models, behaviors)
@@ -107,7 +107,7 @@ def resume(
     target: Journal | None = None
     try:
         check_behaviors(world, recorded)
-        replay_ticks(world, recorded)
+        replay_ticks(world, recorded, path)
         if isinstance(clock, ManualClock) and clock.now() < last_now:
             clock.set(last_now)
         if journal is None:
@@ -150,7 +150,7 @@ def _parts(
     missing = tools is None or models is None or behaviors is None
     if stored and missing:
         try:
-            scenario = recorded_scenario(stored)
+            scenario = recorded_scenario(stored, import_tools=tools is None)
         except ScenarioError as exc:
             raise JournalError(
                 f"cannot resume {where!r} from its stored scenario: {exc.problems[0]}"

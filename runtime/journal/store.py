@@ -259,8 +259,14 @@ class JournalReader:
         """How many complete ticks the journal holds."""
         return int(self._query("SELECT count(*) FROM ticks")[0][0])
 
-    def ticks(self, until_tick: int | None = None) -> Iterator[RecordedTick]:
+    def ticks(
+        self, until_tick: int | None = None, *, states: bool = True
+    ) -> Iterator[RecordedTick]:
         """The recorded ticks in order (up to ``until_tick`` inclusive).
+
+        ``states=False`` leaves out the changed agents' fields (``agents`` is empty): a
+        replay needs them only to explain a divergence (``states_until``), and decoding
+        them costs a third of a replay.
 
         Raises:
             JournalError: the file is damaged or holds an input that does not decode.
@@ -274,13 +280,32 @@ class JournalReader:
             "SELECT tick, seq, kind, payload FROM inputs WHERE tick <= ? ORDER BY tick, seq", limit
         ):
             inputs.setdefault(tick, []).append((seq, decode_input(kind, payload)))
-        states: dict[int, dict[str, dict[str, Any]]] = {}
-        for tick, agent, fields in self._query(
-            "SELECT tick, agent, fields FROM agent_states WHERE tick <= ?", limit
-        ):
-            states.setdefault(tick, {})[agent] = json.loads(fields)
+        by_tick: dict[int, dict[str, dict[str, Any]]] = {}
+        if states:
+            for tick, agent, fields in self._query(
+                "SELECT tick, agent, fields FROM agent_states WHERE tick <= ?", limit
+            ):
+                by_tick.setdefault(tick, {})[agent] = json.loads(fields)
         for tick, now, digest in ticks:
-            yield RecordedTick(tick, now, digest, inputs.get(tick, []), states.get(tick, {}))
+            yield RecordedTick(tick, now, digest, inputs.get(tick, []), by_tick.get(tick, {}))
+
+    def states_until(
+        self, tick: int
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+        """Each agent's last recorded fields up to ``tick``, and those recorded at ``tick``.
+
+        Raises:
+            JournalError: the file is damaged.
+        """
+        last: dict[str, dict[str, Any]] = {}
+        at: dict[str, dict[str, Any]] = {}
+        for when, agent, fields in self._query(
+            "SELECT tick, agent, fields FROM agent_states WHERE tick <= ? ORDER BY tick", tick
+        ):
+            last[agent] = json.loads(fields)
+            if when == tick:
+                at[agent] = last[agent]
+        return last, at
 
     def rows(self, table: str, until_tick: int) -> Iterator[tuple[Any, ...]]:
         """The raw rows of ``table`` (ticks, inputs, agent_states) up to ``until_tick``.

@@ -126,12 +126,13 @@ def register_scenario_behaviors(
     registry.update(scenario.behaviors)
 
 
-def recorded_scenario(stored: Mapping[str, Any]) -> Scenario:
+def recorded_scenario(stored: Mapping[str, Any], *, import_tools: bool = True) -> Scenario:
     """The scenario a journal's header stores (``{"path", "text"}``), checked and ready to build.
 
     Its ``module:function`` names (behaviours and python tools) are imported from installed
     modules only, never from the directory the journal names: a journal is data, and code
     beside a scenario runs only when the user names that scenario (``load_scenario``).
+    ``import_tools=False`` leaves python tools out (their ``fn`` is None).
 
     Raises:
         ScenarioError: the stored text does not check, or needs a module that is not
@@ -141,4 +142,4 @@ def recorded_scenario(stored: Mapping[str, Any]) -> Scenario:
     source = stored.get("text")
     if not isinstance(source, str):
         raise ScenarioError([f"{where}: the journal stores no scenario text"])
-    return parse_scenario(source, where, base_dir=None)
+    return parse_scenario(source, where, base_dir=None, import_tools=import_tools)
