@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true", help="print the report as JSON")
     rep.set_defaults(func=cmd_replay)
 
-    add_resume_command(sub)
+    add_resume_command(sub, _state_dir, _positive)
     add_control_commands(sub, _state_dir)
     return parser
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from runtime.cli.run import run_world
@@ -22,10 +23,12 @@ from runtime.world import World
 __all__ = ["add_resume_command", "cmd_resume"]
 
 
-def add_resume_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``tickwork resume`` to the subcommands."""
-    from runtime.cli.main import _positive, _state_dir
-
+def add_resume_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    state_dir: Callable[[argparse.ArgumentParser], None],
+    positive: Callable[[str], int],
+) -> None:
+    """Add ``tickwork resume`` to the subcommands (``main`` lends its argument helpers)."""
     res = sub.add_parser(
         "resume",
         help="resume JOURNAL: carry on a scenario run from its journal (after a crash or"
@@ -45,8 +48,8 @@ def add_resume_command(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     res.add_argument("--journal", dest="fork", metavar="NEW", help="fork into the new journal NEW")
     res.add_argument("--serve", action="store_true", help="open the control channel")
-    _state_dir(res)
-    res.add_argument("--ticks", type=_positive, metavar="N", help="stop after N ticks in all")
+    state_dir(res)
+    res.add_argument("--ticks", type=positive, metavar="N", help="stop after N ticks in all")
     res.add_argument("--quiet", action="store_true", help="no live view")
     res.add_argument("--json", action="store_true", help="print the summary as JSON")
     res.set_defaults(func=cmd_resume)
