@@ -71,7 +71,8 @@ def resume_speed(ctx: Context) -> Result:
                 raise RuntimeError(f"replayed {report.ticks} ticks of {recorded}")
             return elapsed
 
-        ours, base = interleave(ctx, resumed, replayed, reps=reps)
+        # No warm-up round: one sample replays the whole journal, seconds of steady work.
+        ours, base = interleave(ctx, resumed, replayed, reps=reps, warmup=0)
     return paired_result(
         BENCHMARKS["resume_speed"],
         ours,
