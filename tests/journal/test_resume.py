@@ -502,3 +502,25 @@ def test_changed_settings_are_refused_naming_what_changed(tmp_path):
         resume(path, tools=lax)
     with pytest.raises(JournalError, match="the run had a virtual clock, `clock` is not"):
         resume(path, tools=tools, clock=MonotonicClock())
+
+
+def test_setup_registers_host_code_before_the_prefix_is_replayed(tmp_path):
+    path = tmp_path / "run.db"
+    _record_a_prompt(path)
+    seen: list[int] = []
+    world = resume(path, setup=lambda w: seen.append(w.tick_count))
+    try:
+        assert seen == [0] and world.tick_count == 3
+    finally:
+        world.close()
+    assert replay(path, setup=lambda w: seen.append(w.tick_count)).ticks == 3
+    assert seen == [0, 0]
+
+
+def test_a_journal_is_never_forked_into_itself(tmp_path):
+    path = tmp_path / "run.db"
+    _record_a_prompt(path)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(JournalError, match=r"cannot fork .* into itself"):
+        resume(path, at_tick=1, journal=Journal.append(path))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
