@@ -401,10 +401,10 @@ def test_a_model_call_in_flight_is_issued_again_and_reads_on_where_the_run_was(t
 
 def test_idempotence_is_declared_by_decorator_scenario_and_built_in_tools():
     tools = ToolRegistry()
-    tools.tool(idempotent=True)(lambda args, ctx: 1).__name__  # noqa: B018
+    tools.tool("look_up", idempotent=True)(lambda args, ctx: 1)
     tools.add(ShellTool("ls", ["ls"], idempotent=True))
     tools.add(ShellTool("rm", ["rm", "{path}"]))
-    assert [tools.is_idempotent(n) for n in ("<lambda>", "ls", "rm", "nope")] == [
+    assert [tools.is_idempotent(n) for n in ("look_up", "ls", "rm", "nope")] == [
         True,
         True,
         False,
