@@ -14,7 +14,9 @@ fails with a ``JournalError`` that says which, never a traceback from sqlite.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import platform
 import sqlite3
 from collections.abc import Iterator
@@ -67,6 +69,7 @@ class Journal:
         self._closed = False
         self.ticks = 0
         self.inputs = 0
+        self._lock = _writer_lock(path)
 
     @classmethod
     def create(
@@ -95,7 +98,11 @@ class Journal:
             conn.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             raise JournalError(f"cannot create journal {str(path)!r}: {exc}") from exc
-        return cls(path, conn, scenario)
+        try:
+            return cls(path, conn, scenario)
+        except BaseException:
+            conn.close()
+            raise
 
     @classmethod
     def append(cls, path: str | Path) -> Journal:
@@ -117,7 +124,11 @@ class Journal:
             conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
             raise JournalError(f"cannot open journal {str(path)!r} to append: {exc}") from exc
-        journal = cls(path, conn, header.get("scenario"))
+        try:
+            journal = cls(path, conn, header.get("scenario"))
+        except BaseException:
+            conn.close()
+            raise
         journal.ticks = ticks
         return journal
 
@@ -217,6 +228,38 @@ class Journal:
         with contextlib.suppress(sqlite3.Error):  # else the WAL stays beside it; still read
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._conn.close()
+        if self._lock is not None:
+            os.close(self._lock)  # releases the writer's lock
+
+
+def _writer_lock(path: Path) -> int | None:
+    """Take the one-writer lock of the journal at ``path``; its descriptor, or None where
+    the file system has no locks.
+
+    A journal has one writer at a time: resuming a run that is still going would interleave
+    two runs' ticks. The lock is ``flock`` on the file itself, which SQLite's own (POSIX)
+    locks do not see, and the OS drops it when the writer dies, so a killed run's journal is
+    free at once.
+
+    Raises:
+        JournalError: another process (or another journal object) is writing it.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise JournalError(
+            f"journal {str(path)!r} is being written by a running tickwork: stop that run"
+            " first (a journal has one writer)"
+        ) from None
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 class JournalReader:

@@ -524,3 +524,16 @@ def test_a_journal_is_never_forked_into_itself(tmp_path):
     with pytest.raises(JournalError, match=r"cannot fork .* into itself"):
         resume(path, at_tick=1, journal=Journal.append(path))
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_a_journal_that_a_running_world_still_writes_is_not_resumed(tmp_path):
+    path = tmp_path / "run.db"
+    world = World(seed=1, clock=ManualClock(), journal=Journal.create(path))
+    try:
+        world.spawn(asker, "x")
+        world.tick()
+        with pytest.raises(JournalError, match="is being written by a running tickwork"):
+            resume(path)
+    finally:
+        world.close()
+    resume(path).close()  # the writer is gone: now it resumes
