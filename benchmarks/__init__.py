@@ -7,7 +7,18 @@ and peer implementations live in `benchmarks.peers`. Not collected by the test r
 """
 
 # The order of the issue's table; importing a module registers its benchmarks.
-from . import host_ecs, hubs, lanes, memory, replays, telemetry, ticks, wakeups, workloads  # noqa: F401
+from . import (  # noqa: F401
+    host_ecs,
+    hubs,
+    lanes,
+    memory,
+    replays,
+    resumes,
+    telemetry,
+    ticks,
+    wakeups,
+    workloads,
+)
 from .harness import BENCHMARKS
 
 ORDER = (
@@ -19,6 +30,7 @@ ORDER = (
     "vs_simpy",
     "vs_asyncio",
     "replay_speed",
+    "resume_speed",
     "memory_per_agent",
     "telemetry_idle_tick",
     "telemetry_step_throughput",

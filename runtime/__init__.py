@@ -43,7 +43,7 @@ from runtime.errors import (
     WorldClosedError,
 )
 from runtime.hub import HubStats, InteractionHub
-from runtime.journal import Journal, JournalReader, ReplayReport, replay
+from runtime.journal import RESTART_ERROR, Journal, JournalReader, ReplayReport, replay, resume
 from runtime.lane import BackendInfo, ToolJob, ToolLane, ToolOutcome, off_lane
 from runtime.models import Model, ModelReply, ModelRequest, ScriptedModel
 from runtime.process import ProcessEnd, ProcessResult, run_process
@@ -71,6 +71,7 @@ from runtime.world import (
 
 __all__ = [
     "PENDING",
+    "RESTART_ERROR",
     "Action",
     "Ask",
     "AskUserTool",
@@ -149,5 +150,6 @@ __all__ = [
     "register_behavior",
     "replay",
     "response_approved",
+    "resume",
     "run_process",
 ]

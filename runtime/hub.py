@@ -227,6 +227,44 @@ class InteractionHub:
             top = self._live_top()
         return None if top is None else top[0]
 
+    def reopen(
+        self,
+        agent_id: str,
+        request: InteractionRequest,
+        opened_at: float,
+        deadline: float | None,
+    ) -> None:
+        """Put back a request that was open when the process died, as it was.
+
+        For `runtime.resume`: the request keeps its id, its opening time and its deadline
+        (already past, it expires at the next ``expire_due``), and no opening is reported,
+        since the journal holds the first one. Its settlement is reported as usual.
+
+        Raises:
+            DuplicateRequestError: a request with this id is already open.
+            ConfigError: ``request`` has no id.
+        """
+        if not request.id:
+            raise ConfigError("`request.id` must name the request to reopen, got ''")
+        with self._lock:
+            if request.id in self._open:
+                raise DuplicateRequestError(f"request id {request.id!r} is already open")
+            self._opened += 1
+            entry = _Open(agent_id, request, opened_at, deadline, self._opened, None)
+            self._open[request.id] = entry
+            self._by_agent.setdefault(agent_id, {})[request.id] = None
+            if deadline is not None:
+                heapq.heappush(self._deadlines, (deadline, entry.seq, request.id))
+        self._nudge()
+
+    def opened(self) -> list[PromptOpened]:
+        """Every open request as the event that opened it (times included), in opening order."""
+        with self._lock:
+            return [
+                PromptOpened(e.agent_id, e.request, e.opened_at, e.deadline)
+                for e in self._open.values()
+            ]
+
     def pending(self) -> list[tuple[str, InteractionRequest]]:
         """Return ``(agent_id, request)`` for every open request, in opening order."""
         with self._lock:

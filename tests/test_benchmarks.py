@@ -36,6 +36,7 @@ def test_every_benchmark_of_the_issue_is_registered_once_in_the_issues_order():
         "vs_simpy",
         "vs_asyncio",
         "replay_speed",
+        "resume_speed",
         "memory_per_agent",
         "telemetry_idle_tick",
         "telemetry_step_throughput",

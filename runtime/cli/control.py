@@ -50,6 +50,8 @@ def add_control_commands(sub: Any, state_dir: Callable[[argparse.ArgumentParser]
     send.set_defaults(func=cmd_send)
 
     for op, (text, _) in _STEERING.items():
+        if op == "resume":
+            continue  # `resume AGENT` shares its command with `resume JOURNAL` (cli/resume.py)
         cmd = sub.add_parser(op, help=text)
         cmd.add_argument("agent", metavar="AGENT")
         state_dir(cmd)

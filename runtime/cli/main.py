@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``tickwork`` command."""
     from runtime.cli.check import cmd_replay, cmd_validate
     from runtime.cli.control import add_control_commands
+    from runtime.cli.resume import add_resume_command
     from runtime.cli.run import cmd_run
     from runtime.cli.serve import cmd_serve
 
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.set_defaults(func=cmd_replay)
 
+    add_resume_command(sub, _state_dir, _positive, _metrics)
     add_control_commands(sub, _state_dir)
     return parser
 

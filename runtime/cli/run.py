@@ -9,7 +9,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from types import FrameType
 
 from rich.console import Console
@@ -28,6 +29,7 @@ __all__ = [
     "open_journal",
     "print_summary",
     "run_to_end",
+    "run_world",
     "signals_set",
 ]
 
@@ -132,6 +134,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     journal = open_journal(args.journal, scenario)
     announce_backend(scenario)
     world = build_world(scenario, journal=journal)
+    return run_world(
+        world,
+        scenario,
+        args,
+        title=f"tickwork run {scenario.name}",
+        journal=args.journal,
+        start=partial(spawn_agents, world, scenario),
+    )
+
+
+def run_world(
+    world: World,
+    scenario: Scenario,
+    args: argparse.Namespace,
+    *,
+    title: str,
+    journal: str | None,
+    start: Callable[[], object],
+) -> int:
+    """Run ``world`` to the end with a live view and print a summary; closes the world.
+
+    The scenario's operator is set up first, then ``start()`` (spawning the agents, for a
+    new run). ``tickwork run`` and ``tickwork resume`` share it.
+    """
     stop = threading.Event()
     telemetry = CommandTelemetry(world, args.metrics)
     try:
@@ -140,11 +166,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if scenario.operator is not None:
             op = scenario.operator
             Operator(world, delay=op.delay, policy=op.policy, text=op.text)
-        spawn_agents(world, scenario)
+        start()
         max_ticks = args.ticks if args.ticks is not None else scenario.world.max_ticks
         console = Console(stderr=True)
         live = not args.quiet and console.is_terminal
-        view = LiveView(world, f"tickwork run {scenario.name}")
+        view = LiveView(world, title)
         started = time.monotonic()
         shown = Live(view, console=console, refresh_per_second=4, transient=True)
         with signals_set(stop, world) as caught, shown if live else contextlib.nullcontext():
@@ -156,7 +182,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if caught:
             ended = f"stopped by {caught[0]}"
         summary = summarize(
-            world, stats, scenario=scenario.name, ended=ended, wall_secs=wall, journal=args.journal
+            world, stats, scenario=scenario.name, ended=ended, wall_secs=wall, journal=journal
         )
     finally:
         telemetry.close()

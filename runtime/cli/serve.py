@@ -6,6 +6,7 @@ import argparse
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 from components import PromptOpened
 from runtime.cli.observe import CommandTelemetry, check_metrics_address
@@ -15,7 +16,7 @@ from runtime.control import ControlServer, StateDir, default_state_dir
 from runtime.scenario import Operator, Scenario, build_world, load_scenario, spawn_agents
 from runtime.world import TickReport, World
 
-__all__ = ["cmd_serve"]
+__all__ = ["cmd_serve", "serve_world"]
 
 
 def _all_terminal(world: World) -> bool:
@@ -26,38 +27,66 @@ def _all_terminal(world: World) -> bool:
 
 
 class _PromptPrinter:
-    """Tells the person at the ``serve`` terminal about each prompt that opens."""
+    """Tells the person at the ``serve`` terminal about each prompt that opens (and, for a
+    resumed run, about those already open)."""
 
     LIMIT = 20
 
     def __init__(self, world: World, state_flag: str) -> None:
         self._shown = 0
         self._flag = state_flag
+        for opened in world.hub.opened():
+            self._show(opened)
         world.observe(self)
 
     def __call__(self, report: TickReport, inputs: list[tuple[int, object]]) -> None:
         for _, item in inputs:
-            if type(item) is not PromptOpened or self._shown > self.LIMIT:
-                continue
-            assert isinstance(item, PromptOpened)
-            self._shown += 1
-            if self._shown > self.LIMIT:
-                print("(more prompts: list them with `tickwork respond`)", file=sys.stderr)
-                continue
-            request = item.request
-            choices = f" [{' / '.join(request.choices)}]" if request.choices else ""
-            print(
-                f"prompt {request.id} from {item.agent_id}: {request.prompt}{choices}\n"
-                f"  answer with: tickwork respond{self._flag} {request.id} VALUE",
-                file=sys.stderr,
-                flush=True,
-            )
+            if type(item) is PromptOpened:
+                self._show(item)
+
+    def _show(self, item: PromptOpened) -> None:
+        if self._shown > self.LIMIT:
+            return
+        self._shown += 1
+        if self._shown > self.LIMIT:
+            print("(more prompts: list them with `tickwork respond`)", file=sys.stderr)
+            return
+        request = item.request
+        choices = f" [{' / '.join(request.choices)}]" if request.choices else ""
+        print(
+            f"prompt {request.id} from {item.agent_id}: {request.prompt}{choices}\n"
+            f"  answer with: tickwork respond{self._flag} {request.id} VALUE",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """``tickwork serve``: run a scenario with the control channel open until it ends."""
     check_metrics_address(args.metrics)
     scenario = load_scenario(args.scenario)
+
+    def make_world() -> World:
+        announce_backend(scenario)
+        return build_world(scenario, journal=open_journal(args.journal, scenario))
+
+    return serve_world(make_world, scenario, args, journal=args.journal, start=spawn_agents)
+
+
+def serve_world(
+    make_world: Callable[[], World],
+    scenario: Scenario,
+    args: argparse.Namespace,
+    *,
+    journal: str | None,
+    start: Callable[[World, Scenario], list[str]],
+) -> int:
+    """Serve the world ``make_world()`` builds until every agent is done; closes it.
+
+    The state dir is taken before the world is made (a second serve changes nothing);
+    ``start(world, scenario)`` returns the agents it started. ``tickwork serve`` and
+    ``tickwork resume --serve`` share it.
+    """
     state = StateDir(args.state_dir if args.state_dir else default_state_dir())
     state.prepare()
     state.acquire()  # before anything is created: a second serve changes nothing
@@ -66,8 +95,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     telemetry = None
     stop = threading.Event()
     try:
-        announce_backend(scenario)
-        world = build_world(scenario, journal=open_journal(args.journal, scenario))
+        world = make_world()
         telemetry = CommandTelemetry(world, args.metrics)
         telemetry.start()
         stats = RunStats(world)
@@ -84,7 +112,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 " prompt expires at once; set interaction_timeout_secs = 0 to wait for answers",
                 file=sys.stderr,
             )
-        agents = spawn_agents(world, scenario)
+        agents = start(world, scenario)
         started = time.monotonic()
         with signals_set(stop) as caught:
             world.start()
@@ -105,7 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             scenario=scenario.name,
             ended=ended,
             wall_secs=time.monotonic() - started,
-            journal=args.journal,
+            journal=journal,
         )
     finally:
         if server is not None:

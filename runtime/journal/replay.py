@@ -16,31 +16,50 @@ from typing import Any
 
 from components import InteractionRequest, ToolCall
 from runtime.cancel import CancelToken
-from runtime.clock import ManualClock
+from runtime.clock import Clock, ManualClock
 from runtime.errors import BehaviorNotFound, ConfigError, JournalError, ReplayDivergence
 from runtime.journal.store import JournalReader, RecordedTick
-from runtime.models import ModelRequest
+from runtime.models import Model, ModelRequest
 from runtime.scenario.host import install_host
 from runtime.scenario.load import register_scenario_behaviors
+from runtime.tools import ToolRegistry
 from runtime.world import Behavior, World
 from runtime.world.digest import agent_fields
 from runtime.world.inputs import AddEntity, ComponentData, SpawnAgent
 
-__all__ = ["ReplayEffects", "ReplayReport", "replay"]
+__all__ = [
+    "ReplayEffects",
+    "ReplayReport",
+    "check_behaviors",
+    "rebuild",
+    "replay",
+    "replay_ticks",
+]
 
 
 @dataclass(slots=True)
 class ReplayEffects:
-    """Effects that do nothing but count: in a replay, every outcome comes from the journal."""
+    """Effects that start nothing: in a replay, every outcome comes from the journal.
+
+    They count what was asked for, and remember what a resume needs to start again the work
+    that was in flight when the run died: each agent's last model request, how many model
+    calls each agent made of each model, and every prompt the tick thread opened.
+    """
 
     approval_required: frozenset[str] = frozenset()
     calls: dict[str, int] = field(default_factory=dict)
+    thinking: dict[str, tuple[str, ModelRequest]] = field(default_factory=dict)
+    model_calls: dict[tuple[str, str], int] = field(default_factory=dict)
+    prompts: dict[str, tuple[str, InteractionRequest]] = field(default_factory=dict)
 
     def _count(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
 
     def think(self, agent_id: str, ref: str, request: ModelRequest, cancel: CancelToken) -> None:
         self._count("think")
+        self.thinking[agent_id] = (ref, request)
+        key = (request.model, agent_id)
+        self.model_calls[key] = self.model_calls.get(key, 0) + 1
 
     def run_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
@@ -49,6 +68,7 @@ class ReplayEffects:
 
     def open_prompt(self, agent_id: str, request: InteractionRequest) -> None:
         self._count("open_prompt")
+        self.prompts[request.id] = (agent_id, request)
 
     def cancel_prompt(self, request_id: str) -> None:
         self._count("cancel_prompt")
@@ -81,8 +101,8 @@ def replay(
     *,
     until_tick: int | None = None,
     behaviors: Mapping[str, Behavior] | None = None,
-    progress: Callable[[int, int], None] | None = None,
     setup: Callable[[World], object] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ReplayReport:
     """Replay the journal at ``path`` and compare every tick's digest with the recording.
 
@@ -104,33 +124,13 @@ def replay(
         total = reader.tick_count()
         if until_tick is not None:
             total = min(total, until_tick)
-        recorded = list(reader.ticks(until_tick))
+        recorded = list(reader.ticks(until_tick, states=False))
     effects = ReplayEffects(frozenset(header.get("approval_required", ())))
-    world = _rebuild(header, effects, behaviors or {})
+    world = rebuild(header, effects, behaviors=behaviors or {}, setup=setup)
     try:
-        if setup is not None:
-            setup(world)
-        _check_behaviors(world, recorded)
+        check_behaviors(world, recorded)
         _check_components(world, recorded)
-        inputs = 0
-        last_fields: dict[str, dict[str, Any]] = {}
-        for done, tick in enumerate(recorded, 1):
-            if tick.tick != world.tick_count + 1:
-                raise JournalError(f"journal skips from tick {world.tick_count} to {tick.tick}")
-            changed: list[tuple[str, dict[str, Any]]] = []
-            report = world._tick(tick.inputs, tick.now, changed)
-            inputs += len(tick.inputs)
-            last_fields.update(tick.agents)
-            if report.digest != tick.digest:
-                assert report.digest is not None
-                raise ReplayDivergence(
-                    tick.tick,
-                    tick.digest,
-                    report.digest,
-                    _explain(world, tick, changed, last_fields),
-                )
-            if progress is not None:
-                progress(done, total)
+        inputs = replay_ticks(world, recorded, path, progress=progress, total=total)
         return ReplayReport(
             path=str(path),
             ticks=len(recorded),
@@ -144,34 +144,100 @@ def replay(
         world.close()
 
 
-def _rebuild(
-    header: dict[str, Any], effects: ReplayEffects, behaviors: Mapping[str, Behavior]
+def replay_ticks(
+    world: World,
+    recorded: list[RecordedTick],
+    path: str | Path,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    total: int | None = None,
+) -> int:
+    """Feed ``recorded`` ticks to ``world`` at their times, checking each tick's digest.
+
+    The one replay loop: ``replay`` checks a run with it, ``resume`` rebuilds one. Returns
+    how many inputs were applied. On a divergence the recorded agent fields are read from
+    the journal at ``path``, to name what differs.
+
+    Raises:
+        JournalError: the journal skips a tick.
+        ReplayDivergence: a tick's state differs from the recording.
+    """
+    inputs = 0
+    total = len(recorded) if total is None else total
+    for done, tick in enumerate(recorded, 1):
+        if tick.tick != world.tick_count + 1:
+            raise JournalError(f"journal skips from tick {world.tick_count} to {tick.tick}")
+        changed: list[tuple[str, dict[str, Any]]] = []
+        report = world._tick(tick.inputs, tick.now, changed)
+        inputs += len(tick.inputs)
+        if report.digest != tick.digest:
+            assert report.digest is not None
+            with JournalReader(path) as reader:
+                expected, at_tick = reader.states_until(tick.tick)
+            raise ReplayDivergence(
+                tick.tick,
+                tick.digest,
+                report.digest,
+                _explain(world, at_tick, changed, expected),
+            )
+        if progress is not None:
+            progress(done, total)
+    return inputs
+
+
+def rebuild(
+    header: dict[str, Any],
+    effects: ReplayEffects,
+    *,
+    behaviors: Mapping[str, Behavior],
+    tools: ToolRegistry | None = None,
+    models: Mapping[str, Model] | None = None,
+    clock: Clock | None = None,
+    setup: Callable[[World], object] | None = None,
+    scenario_behaviors: bool = True,
 ) -> World:
+    """A world built from a journal's header, before its first tick, with ``effects``.
+
+    ``scenario_behaviors`` registers the behaviours of the scenario the header stores
+    (``replay`` does; ``resume`` registers its own). ``setup(world)`` runs last.
+
+    Raises:
+        JournalError: the header lacks a setting or holds a bad one.
+        ScenarioError: the stored scenario no longer checks.
+    """
     try:
         world = World(
             seed=int(header["seed"]),
-            clock=ManualClock(float(header.get("start", 0.0))),
+            clock=clock if clock is not None else ManualClock(float(header.get("start", 0.0))),
             tool_capacity=int(header.get("tool_capacity", 1)),
             inference_capacity=int(header.get("inference_capacity", 1)),
             interaction_timeout_secs=float(header.get("interaction_timeout_secs", 3600.0)),
+            tools=tools,
+            models=models,
             behaviors=behaviors,
             effects=effects,
             track_digests=True,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise JournalError(f"journal header is missing or has a bad setting: {exc}") from exc
-    if header.get("scenario"):
-        try:
+    try:
+        if scenario_behaviors and header.get("scenario"):
             scenario = register_scenario_behaviors(world.behaviors, header["scenario"])
             install_host(world, scenario.systems, scenario.actions)
-        except BaseException:
-            world.close()
-            raise
+        if setup is not None:
+            setup(world)
+    except BaseException:
+        world.close()
+        raise
     return world
 
 
-def _check_behaviors(world: World, recorded: list[RecordedTick]) -> None:
-    """Fail before replaying anything if a spawned behaviour cannot be found."""
+def check_behaviors(world: World, recorded: list[RecordedTick]) -> None:
+    """Fail before replaying anything if a spawned behaviour cannot be found.
+
+    Raises:
+        BehaviorNotFound: the journal names a behaviour that does not resolve.
+    """
     names = sorted(
         {
             item.behavior
@@ -208,12 +274,12 @@ def _check_components(world: World, recorded: list[RecordedTick]) -> None:
 
 def _explain(
     world: World,
-    tick: RecordedTick,
+    recorded_at_tick: dict[str, dict[str, Any]],
     changed: list[tuple[str, dict[str, Any]]],
     expected: dict[str, dict[str, Any]],
 ) -> dict[str, list[str]]:
     actual = dict(changed)
-    suspects = sorted(set(tick.agents) | set(actual))
+    suspects = sorted(set(recorded_at_tick) | set(actual))
     found: dict[str, list[str]] = {}
     for agent_id in suspects:
         want = expected.get(agent_id)

@@ -14,7 +14,9 @@ fails with a ``JournalError`` that says which, never a traceback from sqlite.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import platform
 import sqlite3
 from collections.abc import Iterator
@@ -74,6 +76,7 @@ class Journal:
         self._closed = False
         self.ticks = 0
         self.inputs = 0
+        self._lock = _writer_lock(path)
 
     @classmethod
     def create(
@@ -109,7 +112,64 @@ class Journal:
             conn.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             raise JournalError(f"cannot create journal {str(path)!r}: {exc}") from exc
-        return cls(path, conn, scenario, setup)
+        try:
+            return cls(path, conn, scenario, setup)
+        except BaseException:
+            conn.close()
+            raise
+
+    @classmethod
+    def append(cls, path: str | Path) -> Journal:
+        """Open the existing journal at ``path`` to write more ticks after its last one.
+
+        For `runtime.resume`: the header and the recorded ticks stay as they are (a tick
+        cut mid-write was never committed, so SQLite drops it when the file is opened).
+
+        Raises:
+            JournalError: no journal is there, or it is foreign, damaged or too new.
+        """
+        with JournalReader(path) as reader:  # every check a reader makes, first
+            header = reader.header
+            ticks = reader.tick_count()
+        path = Path(path)
+        try:
+            conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open journal {str(path)!r} to append: {exc}") from exc
+        try:
+            journal = cls(path, conn, header.get("scenario"), header.get("setup"))
+        except BaseException:
+            conn.close()
+            raise
+        journal.ticks = ticks
+        return journal
+
+    def write_prefix(self, header: dict[str, Any], source: str | Path, until_tick: int) -> None:
+        """Make this new journal a copy of ``source`` up to ``until_tick``: a fork's start.
+
+        ``header`` (the source's) is written as it is, so the fork replays on its own; the
+        ticks, inputs and changed-agent rows up to ``until_tick`` are copied row for row.
+
+        Raises:
+            JournalError: the source cannot be read or this file cannot be written.
+        """
+        self._write_meta({"magic": MAGIC, "format": str(FORMAT_VERSION), "header": header})
+        with JournalReader(source) as reader:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN")
+                for table, columns in (("ticks", 3), ("inputs", 4), ("agent_states", 3)):
+                    marks = ", ".join("?" * columns)
+                    rows = reader.rows(table, until_tick)
+                    conn.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise JournalError(f"cannot write journal {str(self.path)!r}: {exc}") from exc
+        self.ticks = until_tick
 
     def begin(self, settings: dict[str, Any]) -> None:
         """Write the header: the world's ``settings``, the scenario, and the versions.
@@ -183,6 +243,38 @@ class Journal:
         with contextlib.suppress(sqlite3.Error):  # else the WAL stays beside it; still read
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._conn.close()
+        if self._lock is not None:
+            os.close(self._lock)  # releases the writer's lock
+
+
+def _writer_lock(path: Path) -> int | None:
+    """Take the one-writer lock of the journal at ``path``; its descriptor, or None where
+    the file system has no locks.
+
+    A journal has one writer at a time: resuming a run that is still going would interleave
+    two runs' ticks. The lock is ``flock`` on the file itself, which SQLite's own (POSIX)
+    locks do not see, and the OS drops it when the writer dies, so a killed run's journal is
+    free at once.
+
+    Raises:
+        JournalError: another process (or another journal object) is writing it.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise JournalError(
+            f"journal {str(path)!r} is being written by a running tickwork: stop that run"
+            " first (a journal has one writer)"
+        ) from None
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 class JournalReader:
@@ -225,8 +317,14 @@ class JournalReader:
         """How many complete ticks the journal holds."""
         return int(self._query("SELECT count(*) FROM ticks")[0][0])
 
-    def ticks(self, until_tick: int | None = None) -> Iterator[RecordedTick]:
+    def ticks(
+        self, until_tick: int | None = None, *, states: bool = True
+    ) -> Iterator[RecordedTick]:
         """The recorded ticks in order (up to ``until_tick`` inclusive).
+
+        ``states=False`` leaves out the changed agents' fields (``agents`` is empty): a
+        replay needs them only to explain a divergence (``states_until``), and decoding
+        them costs a third of a replay.
 
         Raises:
             JournalError: the file is damaged or holds an input that does not decode.
@@ -240,13 +338,49 @@ class JournalReader:
             "SELECT tick, seq, kind, payload FROM inputs WHERE tick <= ? ORDER BY tick, seq", limit
         ):
             inputs.setdefault(tick, []).append((seq, decode_input(kind, payload)))
-        states: dict[int, dict[str, dict[str, Any]]] = {}
-        for tick, agent, fields in self._query(
-            "SELECT tick, agent, fields FROM agent_states WHERE tick <= ?", limit
-        ):
-            states.setdefault(tick, {})[agent] = json.loads(fields)
+        by_tick: dict[int, dict[str, dict[str, Any]]] = {}
+        if states:
+            for tick, agent, fields in self._query(
+                "SELECT tick, agent, fields FROM agent_states WHERE tick <= ?", limit
+            ):
+                by_tick.setdefault(tick, {})[agent] = json.loads(fields)
         for tick, now, digest in ticks:
-            yield RecordedTick(tick, now, digest, inputs.get(tick, []), states.get(tick, {}))
+            yield RecordedTick(tick, now, digest, inputs.get(tick, []), by_tick.get(tick, {}))
+
+    def states_until(
+        self, tick: int
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+        """Each agent's last recorded fields up to ``tick``, and those recorded at ``tick``.
+
+        Raises:
+            JournalError: the file is damaged.
+        """
+        last: dict[str, dict[str, Any]] = {}
+        at: dict[str, dict[str, Any]] = {}
+        for when, agent, fields in self._query(
+            "SELECT tick, agent, fields FROM agent_states WHERE tick <= ? ORDER BY tick", tick
+        ):
+            last[agent] = json.loads(fields)
+            if when == tick:
+                at[agent] = last[agent]
+        return last, at
+
+    def rows(self, table: str, until_tick: int) -> Iterator[tuple[Any, ...]]:
+        """The raw rows of ``table`` (ticks, inputs, agent_states) up to ``until_tick``.
+
+        Raises:
+            JournalError: the file is damaged.
+        """
+        if table not in ("ticks", "inputs", "agent_states"):
+            raise ValueError(f"`table` must be a journal table, got {table!r}")
+        try:
+            cursor = self._conn.execute(
+                f"SELECT * FROM {table} WHERE tick <= ? ORDER BY rowid", (until_tick,)
+            )
+            while batch := cursor.fetchmany(4096):
+                yield from batch
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{str(self.path)!r} is damaged: {exc}") from exc
 
     def _query(self, sql: str, *args: Any) -> list[Any]:
         try:

@@ -39,6 +39,15 @@ class ScriptedModel:
         self._cursor: dict[str, int] = {}
         self.calls = 0
 
+    def seek(self, agent_id: str, index: int) -> None:
+        """Make ``index`` the next reply ``agent_id`` reads (0 is the first).
+
+        `runtime.resume` calls it with the number of calls the journal shows the agent made,
+        so a resumed run reads on where the killed one was, not from the start.
+        """
+        with self._lock:
+            self._cursor[agent_id] = index
+
     def complete(self, request: ModelRequest, cancel: CancelToken) -> ModelReply:
         """Return the agent's next scripted reply.
 

@@ -2,8 +2,13 @@
 ``spec``), scripted (``steps``), built into a world (``build``), and a simulated operator.
 """
 
-from runtime.scenario.build import build_tools, build_world, spawn_agents
-from runtime.scenario.load import load_scenario, parse_scenario, register_scenario_behaviors
+from runtime.scenario.build import build_models, build_tools, build_world, spawn_agents
+from runtime.scenario.load import (
+    load_scenario,
+    parse_scenario,
+    recorded_scenario,
+    register_scenario_behaviors,
+)
 from runtime.scenario.operator import Operator
 from runtime.scenario.spec import (
     AgentGroup,
@@ -22,10 +27,12 @@ __all__ = [
     "Scenario",
     "ToolSpec",
     "WorldSettings",
+    "build_models",
     "build_tools",
     "build_world",
     "load_scenario",
     "parse_scenario",
+    "recorded_scenario",
     "register_scenario_behaviors",
     "spawn_agents",
 ]

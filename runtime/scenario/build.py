@@ -16,7 +16,7 @@ from runtime.scenario.spec import Scenario
 from runtime.tools import AskUserTool, ShellTool, SleepTool, Tool, ToolRegistry
 from runtime.world import Recorder, World
 
-__all__ = ["ShippedByValue", "build_tools", "build_world", "spawn_agents"]
+__all__ = ["ShippedByValue", "build_models", "build_tools", "build_world", "spawn_agents"]
 
 
 def build_tools(scenario: Scenario, *, ship_by_value: bool = False) -> ToolRegistry:
@@ -33,18 +33,26 @@ def build_tools(scenario: Scenario, *, ship_by_value: bool = False) -> ToolRegis
             fn = spec.fn
             if ship_by_value and base is not None and _defined_under(fn, base):
                 fn = ShippedByValue(fn)
-            tools.tool(spec.name, timeout=spec.timeout, requires_approval=spec.requires_approval)(
-                fn
+            register = tools.tool(
+                spec.name,
+                timeout=spec.timeout,
+                requires_approval=spec.requires_approval,
+                idempotent=spec.idempotent,
             )
+            register(fn)
             continue
         if spec.kind == "shell":
             tool = ShellTool(
-                spec.name, spec.argv, timeout=spec.timeout, requires_approval=spec.requires_approval
+                spec.name,
+                spec.argv,
+                timeout=spec.timeout,
+                requires_approval=spec.requires_approval,
+                idempotent=spec.idempotent,
             )
         elif spec.kind == "sleep":
-            tool = SleepTool(spec.name, timeout=spec.timeout)
+            tool = SleepTool(spec.name, timeout=spec.timeout, idempotent=spec.idempotent)
         else:
-            tool = AskUserTool(spec.name, timeout=spec.timeout)
+            tool = AskUserTool(spec.name, timeout=spec.timeout, idempotent=spec.idempotent)
         tool.requires_approval = spec.requires_approval
         tools.add(tool)
     return tools
@@ -59,10 +67,7 @@ def build_world(scenario: Scenario, *, journal: Recorder | None = None) -> World
     """
     settings = scenario.world
     clock = ManualClock() if settings.clock == "virtual" else MonotonicClock()
-    models: dict[str, Model] = {
-        name: ScriptedModel(list(spec.replies), delay=spec.delay, cycle=spec.cycle)
-        for name, spec in scenario.models.items()
-    }
+    models = build_models(scenario)
     tools = build_tools(scenario, ship_by_value=settings.lane_backend != "threads")
     backend = tool_backend(
         settings.lane_backend,
@@ -84,6 +89,14 @@ def build_world(scenario: Scenario, *, journal: Recorder | None = None) -> World
     register_scenario_behaviors(world.behaviors, scenario)
     install_host(world, scenario.systems, scenario.actions)
     return world
+
+
+def build_models(scenario: Scenario) -> dict[str, Model]:
+    """The scripted models the scenario's ``[models]`` describe, by name."""
+    return {
+        name: ScriptedModel(list(spec.replies), delay=spec.delay, cycle=spec.cycle)
+        for name, spec in scenario.models.items()
+    }
 
 
 class ShippedByValue:

@@ -61,7 +61,12 @@ from runtime.scenario.parse import check_scenario
 from runtime.scenario.spec import Scenario
 from runtime.world import BehaviorRegistry
 
-__all__ = ["load_scenario", "parse_scenario", "register_scenario_behaviors"]
+__all__ = [
+    "load_scenario",
+    "parse_scenario",
+    "recorded_scenario",
+    "register_scenario_behaviors",
+]
 
 
 def load_scenario(path: str | FilePath) -> Scenario:
@@ -127,3 +132,22 @@ def register_scenario_behaviors(
         scenario = parse_scenario(source, where, base_dir=base_dir, import_tools=False)
     registry.update(scenario.behaviors)
     return scenario
+
+
+def recorded_scenario(stored: Mapping[str, Any], *, import_tools: bool = True) -> Scenario:
+    """The scenario a journal's header stores (``{"path", "text"}``), checked and ready to build.
+
+    Its ``module:function`` names (behaviours and python tools) are imported from installed
+    modules only, never from the directory the journal names: a journal is data, and code
+    beside a scenario runs only when the user names that scenario (``load_scenario``).
+    ``import_tools=False`` leaves python tools out (their ``fn`` is None).
+
+    Raises:
+        ScenarioError: the stored text does not check, or needs a module that is not
+            installed (one beside the scenario, say).
+    """
+    where = str(stored.get("path") or "<journal scenario>")
+    source = stored.get("text")
+    if not isinstance(source, str):
+        raise ScenarioError([f"{where}: the journal stores no scenario text"])
+    return parse_scenario(source, where, base_dir=None, import_tools=import_tools)

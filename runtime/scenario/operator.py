@@ -4,7 +4,9 @@ It watches the inputs each tick applies (``world.observe``) for ``PromptOpened``
 host timer (``world.call_at``) for the opening time plus ``delay``, in world time, so under a
 virtual clock the world skips straight to the answer instead of waiting for it. The timer
 answers through the hub like any person would; a prompt settled meanwhile (cancelled,
-expired, answered by someone else) is left alone.
+expired, answered by someone else) is left alone. Prompts already open when the operator
+arrives (a resumed run's, reopened by `runtime.resume` without a second opening event) are
+answered the same way, ``delay`` after they first opened.
 
 Policies: ``approve`` approves approvals and confirmations, picks the first choice, and
 answers free text with ``text`` (default ``"yes"``); ``deny`` denies them, picks nothing,
@@ -54,13 +56,18 @@ class Operator:
         self.answered = 0
         if policy != "none":
             world.observe(self._on_tick)
+            for opened in world.hub.opened():
+                self._schedule(opened)
 
     def _on_tick(self, report: TickReport, inputs: list[tuple[int, object]]) -> None:
         for _, item in inputs:
             if type(item) is PromptOpened:
-                response = operator_response(item.request, self.policy, self.text)
-                if response is not None:
-                    self._world.call_at(item.at + self.delay, partial(self._answer, response))
+                self._schedule(item)
+
+    def _schedule(self, opened: PromptOpened) -> None:
+        response = operator_response(opened.request, self.policy, self.text)
+        if response is not None:
+            self._world.call_at(opened.at + self.delay, partial(self._answer, response))
 
     def _answer(self, response: InteractionResponse) -> None:
         if self._world.hub.answer(response):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import string
 from collections.abc import Mapping
@@ -123,7 +124,9 @@ class _Parser:
         value = values[kind]
         if value is None:
             return None  # its check failed: already reported
-        spec = ToolSpec(name, kind, values["timeout"], values["requires_approval"])
+        spec = ToolSpec(
+            name, kind, values["timeout"], values["requires_approval"], values["idempotent"]
+        )
         if kind in ("sleep", "ask_user"):
             if value is not True:
                 checker.problem((*path, kind), f"must be true to declare a {kind} tool, got false")
@@ -132,9 +135,9 @@ class _Parser:
         if kind == "shell":
             for index, item in enumerate(value):
                 checker.template((*path, "shell", index), item, None)
-            return ToolSpec(name, kind, spec.timeout, spec.requires_approval, argv=tuple(value))
+            return dataclasses.replace(spec, argv=tuple(value))
         fn = checker.target((*path, "python"), value, "tool") if self.import_tools else None
-        return ToolSpec(name, kind, spec.timeout, spec.requires_approval, fn=fn)
+        return dataclasses.replace(spec, fn=fn)
 
     def model(self, path: Path, name: str, table: dict[str, Any]) -> ModelSpec | None:
         """One ``[models.NAME]`` table, or None when it has a problem."""

@@ -49,6 +49,7 @@ TOOL_FIELDS: dict[str, Field] = {
     "ask_user": Field(boolean, None),
     "timeout": Field(number(0.0, above=True), None),
     "requires_approval": Field(boolean, False),
+    "idempotent": Field(boolean, False),  # run again on resume if a crash cut a call short
 }
 MODEL_FIELDS: dict[str, Field] = {
     "replies": Field(string_list, None),
@@ -97,6 +98,7 @@ class ToolSpec:
     kind: str
     timeout: float | None = None
     requires_approval: bool = False
+    idempotent: bool = False
     argv: tuple[str, ...] = ()
     fn: Any = None
 

@@ -1,7 +1,8 @@
 """What a tool is: the `Tool` protocol, the `ToolContext` a call runs with, and `ToolBase`.
 
 A tool is any callable ``tool(args, ctx) -> JSON value`` with a ``name``, an optional
-``timeout``, a ``requires_approval`` flag and a ``local_only`` flag. The registry
+``timeout``, a ``requires_approval`` flag, a ``local_only`` flag and an ``idempotent`` flag
+(safe to run again after a restart cut a call short; see `runtime.resume`). The registry
 (`runtime.tools.registry`) and the built-in tools (`runtime.tools.builtin`) build on these.
 """
 
@@ -45,6 +46,9 @@ class Tool(Protocol):
     timeout: float | None
     requires_approval: bool
     local_only: bool  # True when it needs this process (e.g. the hub); never ship it away
+    # True when running a call twice does no harm: a call in flight when the process died is
+    # then run again by `runtime.resume`, instead of getting the restart error.
+    idempotent: bool
 
     def __call__(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
         """Run the tool once; watch ``ctx.cancel`` if it may take a while."""
@@ -113,15 +117,21 @@ def check_timeout(timeout: float | None) -> float | None:
 class ToolBase:
     """The attributes every built-in tool has (plain slots: picklable, no locks)."""
 
-    __slots__ = ("local_only", "name", "requires_approval", "timeout")
+    __slots__ = ("idempotent", "local_only", "name", "requires_approval", "timeout")
 
     def __init__(
-        self, name: str, timeout: float | None, requires_approval: bool, local_only: bool
+        self,
+        name: str,
+        timeout: float | None,
+        requires_approval: bool,
+        local_only: bool,
+        idempotent: bool = False,
     ) -> None:
         self.name = name
         self.timeout = check_timeout(timeout)
         self.requires_approval = requires_approval
         self.local_only = local_only
+        self.idempotent = idempotent
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

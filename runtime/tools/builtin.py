@@ -37,6 +37,7 @@ class ShellTool(ToolBase):
         *,
         timeout: float | None = None,
         requires_approval: bool = False,
+        idempotent: bool = False,
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
@@ -48,7 +49,7 @@ class ShellTool(ToolBase):
         """
         if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
             raise ConfigError(f"`argv` of tool {name!r} must be a list of strings, got {argv!r}")
-        super().__init__(name, timeout, requires_approval, local_only=False)
+        super().__init__(name, timeout, requires_approval, local_only=False, idempotent=idempotent)
         self.argv = tuple(argv)
         self.cwd = None if cwd is None else os.fspath(cwd)
         self.env = None if env is None else dict(env)
@@ -93,13 +94,19 @@ class AskUserTool(ToolBase):
 
     __slots__ = ()
 
-    def __init__(self, name: str = "ask_user", *, timeout: float | None = None) -> None:
+    def __init__(
+        self, name: str = "ask_user", *, timeout: float | None = None, idempotent: bool = False
+    ) -> None:
         """Name the tool; ``timeout`` (seconds) withdraws the prompt when it passes.
+
+        ``idempotent=True``: a question cut short by a restart is asked again on resume.
 
         Raises:
             ConfigError: ``timeout`` is not positive.
         """
-        super().__init__(name, timeout, requires_approval=False, local_only=True)
+        super().__init__(
+            name, timeout, requires_approval=False, local_only=True, idempotent=idempotent
+        )
 
     def __call__(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
         """Ask and return the answer.
@@ -128,13 +135,17 @@ class SleepTool(ToolBase):
 
     __slots__ = ()
 
-    def __init__(self, name: str = "sleep", *, timeout: float | None = None) -> None:
-        """Name the tool.
+    def __init__(
+        self, name: str = "sleep", *, timeout: float | None = None, idempotent: bool = False
+    ) -> None:
+        """Name the tool; ``idempotent=True`` sleeps again after a restart cut it short.
 
         Raises:
             ConfigError: ``timeout`` is not positive.
         """
-        super().__init__(name, timeout, requires_approval=False, local_only=False)
+        super().__init__(
+            name, timeout, requires_approval=False, local_only=False, idempotent=idempotent
+        )
 
     def __call__(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
         """Sleep, waking early if the call's token fires.

@@ -36,9 +36,14 @@ class _FunctionTool(ToolBase):
     __slots__ = ("fn",)
 
     def __init__(
-        self, name: str, fn: ToolFunction, timeout: float | None, requires_approval: bool
+        self,
+        name: str,
+        fn: ToolFunction,
+        timeout: float | None,
+        requires_approval: bool,
+        idempotent: bool = False,
     ) -> None:
-        super().__init__(name, timeout, requires_approval, local_only=False)
+        super().__init__(name, timeout, requires_approval, local_only=False, idempotent=idempotent)
         self.fn = fn
 
     def __call__(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
@@ -62,6 +67,7 @@ class ToolRegistry:
         *,
         timeout: float | None = None,
         requires_approval: bool = False,
+        idempotent: bool = False,
     ) -> Callable[[F], F]: ...
     def tool(
         self,
@@ -69,11 +75,14 @@ class ToolRegistry:
         *,
         timeout: float | None = None,
         requires_approval: bool = False,
+        idempotent: bool = False,
     ) -> F | Callable[[F], F]:
         """Register a function ``fn(args, ctx) -> JSON value`` as a tool; a decorator.
 
         The tool's name defaults to the function's name; the function is returned unchanged
-        (so a module-level tool function still pickles by reference).
+        (so a module-level tool function still pickles by reference). ``idempotent=True``
+        declares that running a call twice does no harm: a call cut short by a crash is
+        run again on resume instead of getting the restart error.
 
         Raises:
             ConfigError: the name is taken or empty, or ``timeout`` is not positive.
@@ -84,7 +93,10 @@ class ToolRegistry:
         tool_name = name
 
         def register(fn: F) -> F:
-            self.add(_FunctionTool(tool_name or fn.__name__, fn, timeout, requires_approval))
+            tool = _FunctionTool(
+                tool_name or fn.__name__, fn, timeout, requires_approval, idempotent
+            )
+            self.add(tool)
             return fn
 
         return register
@@ -115,6 +127,11 @@ class ToolRegistry:
         """Whether calling ``name`` needs a person's approval first (False if unknown)."""
         tool = self._tools.get(name)
         return tool is not None and tool.requires_approval
+
+    def is_idempotent(self, name: str) -> bool:
+        """Whether a call of ``name`` may run again after a restart (False if unknown)."""
+        tool = self._tools.get(name)
+        return tool is not None and bool(getattr(tool, "idempotent", False))
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

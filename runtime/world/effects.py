@@ -24,7 +24,10 @@ from runtime.tools.base import SupportsAsk
 from runtime.tools.registry import ToolRegistry
 from runtime.world.inputs import EffectFailed, Inbox
 
-__all__ = ["HubRef", "LiveEffects", "ToolBatch"]
+__all__ = ["RESTART_ERROR", "HubRef", "LiveEffects", "ToolBatch"]
+
+RESTART_ERROR = "interrupted by a restart before completion; verify before retrying"
+"""The result of a tool call that was in flight when the process died (see `runtime.resume`)."""
 
 
 class HubRef:
@@ -63,12 +66,15 @@ class ToolBatch:
     Calling it with the job's token runs the calls one after another and returns one result
     per call, in call order; each call's tool is found by name in ``tools`` wherever the
     batch runs. ``hub`` is None where tools must not ask a person (an executor lane).
+    ``interrupted`` names calls not to run: a restart cut them short, and they get the
+    ``RESTART_ERROR`` result instead (their tools are not idempotent).
     """
 
     tools: ToolRegistry
     calls: tuple[ToolCall, ...]
     agent_id: str
     hub: HubRef | None = None
+    interrupted: frozenset[str] = frozenset()
 
     def __call__(self, cancel: CancelToken) -> list[ToolResult]:
         """Run the batch.
@@ -77,7 +83,18 @@ class ToolBatch:
             Cancelled: ``cancel`` fired; no further call is started.
         """
         hub = None if self.hub is None else self.hub.resolve()
-        return self.tools.run_batch(self.calls, agent_id=self.agent_id, cancel=cancel, hub=hub)
+        if not self.interrupted:
+            return self.tools.run_batch(self.calls, agent_id=self.agent_id, cancel=cancel, hub=hub)
+        results = []
+        for call in self.calls:
+            if call.id in self.interrupted:
+                results.append(ToolResult(call.id, error=RESTART_ERROR))
+                continue
+            cancel.raise_if_cancelled()
+            results.append(
+                self.tools.run_call(call, agent_id=self.agent_id, cancel=cancel, hub=hub)
+            )
+        return results
 
 
 class LiveEffects:
@@ -108,6 +125,30 @@ class LiveEffects:
         self._tools = tools
         self._models = models
         self._tool_hub = HubRef(hub) if tools_can_ask else None
+        # Lane jobs asked for during a journaled tick, held until the tick is committed.
+        self._held: list[tuple[ToolLane, ToolJob]] | None = None
+
+    def hold(self) -> None:
+        """Hold lane jobs from now until ``release``.
+
+        A journaled world holds a tick's jobs until the journal has committed the tick: a
+        job started earlier could do its work and then be lost with the tick if the process
+        died, and the resumed run, which replays only committed ticks, would dispatch it
+        again. Held, a call runs at most once whatever moment the process dies at.
+        """
+        self._held = []
+
+    def release(self) -> None:
+        """Submit the held jobs, in the order they were asked for, and stop holding."""
+        held, self._held = self._held, None
+        for lane, job in held or ():
+            lane.submit(job)
+
+    def _submit(self, lane: ToolLane, job: ToolJob) -> None:
+        if self._held is not None:
+            self._held.append((lane, job))
+        else:
+            lane.submit(job)
 
     def think(self, agent_id: str, ref: str, request: ModelRequest, cancel: CancelToken) -> None:
         model = self._models.get(request.model)
@@ -118,13 +159,32 @@ class LiveEffects:
             return
         call = ToolCall(ref, f"model:{request.model}")
         run = partial(_complete, model, request, ref)
-        self._inference_lane.submit(ToolJob(agent_id, ref, run, (call,), cancel))
+        self._submit(self._inference_lane, ToolJob(agent_id, ref, run, (call,), cancel))
 
     def run_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
     ) -> None:
         run = ToolBatch(self._tools, calls, agent_id, self._tool_hub)
-        self._tool_lane.submit(ToolJob(agent_id, ref, run, calls, cancel))
+        self._submit(self._tool_lane, ToolJob(agent_id, ref, run, calls, cancel))
+
+    def restart_tools(
+        self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
+    ) -> None:
+        """Finish a batch that was in flight when the process died (`runtime.resume`).
+
+        Calls of idempotent tools run again; every other call gets ``RESTART_ERROR``, for
+        it may have done its work already. One outcome carries them all, through the inbox,
+        so the journal records what the restart decided.
+        """
+        tools = self._tools
+        again = frozenset(c.id for c in calls if tools.is_idempotent(c.name))
+        interrupted = frozenset(c.id for c in calls) - again
+        if not again:
+            results = tuple(ToolResult(c.id, error=RESTART_ERROR) for c in calls)
+            self._inbox.put(ToolOutcome(agent_id, ref, results, 0.0))
+            return
+        run = ToolBatch(tools, calls, agent_id, self._tool_hub, interrupted)
+        self._submit(self._tool_lane, ToolJob(agent_id, ref, run, calls, cancel))
 
     def open_prompt(self, agent_id: str, request: InteractionRequest) -> None:
         try:

@@ -119,15 +119,7 @@ class World(RunLoop, HostAPI):
         self.behaviors.update(behaviors or {})
         live = effects is None  # a replay hands in its own effects
         if effects is None:
-            effects = LiveEffects(
-                inbox=self._inbox,
-                hub=self.hub,
-                tool_lane=self.lane,
-                inference_lane=self.inference_lane,
-                tools=self.tools,
-                models=self.models,
-                tools_can_ask=tool_executor is None,
-            )
+            effects = self._live_effects()
         self._state = WorldState(
             seed=seed, effects=effects, behaviors=self.behaviors, now=self.clock.now()
         )
@@ -462,17 +454,21 @@ class World(RunLoop, HostAPI):
                     recorder.applied(inputs)
                 if probe is not None:
                     probe.applied(inputs)
-            esper.process(state)
-            state.inputs = []
-            digest = None
-            if self._track_digests:
-                if changed is None and self._journal is not None:
-                    changed = []
-                self._fold_dirty(changed)
-                digest = hexdigest(self._digest_total)
-                if self._journal is not None:
-                    assert changed is not None
-                    self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
+            # Write-ahead: a journaled tick's lane jobs start once the tick is committed,
+            # so no job runs whose dispatch a resume would not find (LiveEffects.hold).
+            effects = state.effects
+            holding = effects if self._journal is not None else None
+            if not isinstance(holding, LiveEffects):
+                holding = None
+            if holding is not None:
+                holding.hold()
+            try:
+                esper.process(state)
+                state.inputs = []
+                digest = self._record(inputs, changed)
+            finally:
+                if holding is not None:  # even if the tick failed: nobody waits for ever
+                    holding.release()
             self._note_new_agents()
             report = TickReport(
                 state.tick,
@@ -495,6 +491,23 @@ class World(RunLoop, HostAPI):
                 except Exception:
                     log.exception("tick observer %r raised", observer)
             return report
+
+    def _record(
+        self, inputs: list[tuple[int, object]], changed: list[tuple[str, dict[str, Any]]] | None
+    ) -> str | None:
+        """Fold the tick's changes into the digest and write the tick to the journal;
+        returns the digest when the world tracks one."""
+        if not self._track_digests:
+            return None
+        if changed is None and self._journal is not None:
+            changed = []
+        self._fold_dirty(changed)
+        digest = hexdigest(self._digest_total)
+        if self._journal is not None:
+            assert changed is not None
+            state = self._state
+            self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
+        return digest
 
     def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
         state = self._state
@@ -546,6 +559,32 @@ class World(RunLoop, HostAPI):
         finally:
             if previous != self._name:
                 esper.switch_world(previous)
+
+    def _live_effects(self) -> LiveEffects:
+        return LiveEffects(
+            inbox=self._inbox,
+            hub=self.hub,
+            tool_lane=self.lane,
+            inference_lane=self.inference_lane,
+            tools=self.tools,
+            models=self.models,
+            tools_can_ask=self._tool_executor is None,
+        )
+
+    def _go_live(self, journal: Recorder | None) -> LiveEffects:
+        """Swap the effects of a replayed prefix for live ones and record to ``journal``.
+
+        For `runtime.resume`: the world was rebuilt by replaying a journal (with effects that
+        start nothing); from the next tick on, work runs on the lanes and prompts go to the
+        hub. ``journal`` already holds the header and the prefix, so ``begin`` is not
+        called. Returns the live effects, for the restart to re-dispatch in-flight work.
+        """
+        effects = self._live_effects()
+        with self._lock:
+            self._state.effects = effects
+            self._journal = journal
+            self._track_digests = self._track_digests or journal is not None
+        return effects
 
     # -- running (the loops themselves are `RunLoop`'s) ----------------------------------
 

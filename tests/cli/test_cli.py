@@ -57,9 +57,9 @@ def state_dir() -> Iterator[Path]:
 class Serve:
     """`tickwork serve` in the background; its stderr lines are collected as they come."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, command: str = "serve") -> None:
         self.proc = subprocess.Popen(
-            [TICKWORK, "serve", *args],
+            [TICKWORK, command, *args],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -6,7 +6,6 @@ provider, so no global OpenTelemetry state leaks between tests.
 
 from __future__ import annotations
 
-import importlib
 import threading
 from dataclasses import dataclass
 
@@ -302,17 +301,8 @@ def test_a_replay_emits_no_spans_even_of_an_instrumented_world(tmp_path, spans, 
     assert recorded > 10
     exporter.clear()
 
-    replaying = importlib.import_module("runtime.journal.replay")  # the module, not the function
-
-    rebuild = replaying._rebuild
-
-    def rebuild_instrumented(*args, **kwargs):
-        replayed = rebuild(*args, **kwargs)
-        instrument(replayed, tracer_provider=provider)  # even asked to, a replay stays dark
-        return replayed
-
-    monkeypatch.setattr(replaying, "_rebuild", rebuild_instrumented)
-    report = replay(path)
+    # Even asked to through the replay's setup, a replay stays dark.
+    report = replay(path, setup=lambda replayed: instrument(replayed, tracer_provider=provider))
     assert report.ticks > 0
     assert exporter.get_finished_spans() == ()
 

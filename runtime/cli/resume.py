@@ -1,0 +1,159 @@
+"""``tickwork resume``: carry on a scenario run from its journal, or fork it from a tick."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from runtime.cli.observe import check_metrics_address
+from runtime.cli.run import run_world
+from runtime.cli.serve import serve_world
+from runtime.errors import JournalError, ScenarioError
+from runtime.journal import Journal, JournalReader, resume
+from runtime.scenario import (
+    Scenario,
+    build_models,
+    build_tools,
+    load_scenario,
+    recorded_scenario,
+)
+from runtime.world import World
+
+__all__ = ["add_resume_command", "cmd_resume"]
+
+
+def add_resume_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    state_dir: Callable[[argparse.ArgumentParser], None],
+    positive: Callable[[str], int],
+    metrics: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """Add ``tickwork resume`` to the subcommands (``main`` lends its argument helpers)."""
+    res = sub.add_parser(
+        "resume",
+        help="resume JOURNAL: carry on a scenario run from its journal (after a crash or"
+        " Ctrl-C); resume AGENT: undo pause of an agent of a running serve",
+    )
+    res.add_argument(
+        "journal", metavar="JOURNAL|AGENT", help="the journal a run left, or a paused agent"
+    )
+    res.add_argument(
+        "--scenario",
+        metavar="FILE",
+        help="the scenario file the run came from: its own modules (python tools,"
+        " behaviours beside it) are imported only when you name it here",
+    )
+    res.add_argument(
+        "--at-tick", type=_tick, metavar="N", help="fork: start from the state after tick N"
+    )
+    res.add_argument("--journal", dest="fork", metavar="NEW", help="fork into the new journal NEW")
+    res.add_argument("--serve", action="store_true", help="open the control channel")
+    state_dir(res)
+    res.add_argument("--ticks", type=positive, metavar="N", help="stop after N ticks in all")
+    res.add_argument("--quiet", action="store_true", help="no live view")
+    res.add_argument("--json", action="store_true", help="print the summary as JSON")
+    metrics(res)
+    res.set_defaults(func=cmd_resume)
+
+
+def _tick(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
+    return value
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """``tickwork resume``: rebuild the run, then go on as ``run`` (or ``serve``) would.
+
+    ``tickwork resume AGENT`` (not a file) is the control command that undoes a pause.
+    """
+    check_metrics_address(args.metrics)
+    if not Path(args.journal).is_file() and not _journal_flags(args):
+        from runtime.cli.control import cmd_steer
+
+        args.agent, args.op = args.journal, "resume"
+        return cmd_steer(args)
+    if args.at_tick is not None and args.fork is None:
+        raise JournalError(
+            "--at-tick forks the run: name the new journal with --journal NEW"
+            " (the original is never rewritten)"
+        )
+    with JournalReader(args.journal) as reader:
+        stored = reader.header.get("scenario")
+    if not stored:
+        raise JournalError(
+            f"{args.journal!r} was not recorded from a scenario: resume it from Python"
+            " with runtime.resume(path, tools=..., models=..., behaviors=...)"
+        )
+    scenario = _scenario(args, stored)
+    label = args.fork if args.fork is not None else args.journal
+
+    def make_world() -> World:
+        fork = None
+        if args.fork is not None:
+            fork = Journal.create(args.fork, scenario=stored)
+        try:
+            return resume(
+                args.journal,
+                tools=build_tools(scenario),
+                models=build_models(scenario),
+                behaviors=scenario.behaviors,
+                at_tick=args.at_tick,
+                journal=fork,
+            )
+        except BaseException:
+            if fork is not None:  # nothing was run: leave no half-made fork behind
+                fork.close()
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{args.fork}{suffix}").unlink(missing_ok=True)
+            raise
+
+    if args.serve:
+        return serve_world(make_world, scenario, args, journal=label, start=_no_new_agents)
+    world = make_world()
+    print(
+        f"resumed {scenario.name} at tick {world.tick_count} ({label})",
+        file=sys.stderr,
+        flush=True,
+    )
+    title = f"tickwork resume {scenario.name}"
+    return run_world(world, scenario, args, title=title, journal=label, start=_nothing)
+
+
+def _scenario(args: argparse.Namespace, stored: dict[str, object]) -> Scenario:
+    """The run's scenario: the file the user names, if it is the one recorded, else the
+    journal's copy with nothing imported from beside it."""
+    if args.scenario is not None:
+        scenario = load_scenario(args.scenario)
+        if scenario.text != stored.get("text"):
+            raise JournalError(
+                f"--scenario {args.scenario} is not the scenario {args.journal!r} recorded"
+                " (its text differs): resuming would not carry on the same run"
+            )
+        return scenario
+    try:
+        return recorded_scenario(stored)
+    except ScenarioError as exc:
+        raise JournalError(
+            f"cannot resume {args.journal!r} from its stored scenario: {exc.problems[0]}"
+            f" (code beside a scenario is imported only when you name the scenario:"
+            f" tickwork resume {args.journal} --scenario {stored.get('path') or 'FILE'})"
+        ) from None
+
+
+def _journal_flags(args: argparse.Namespace) -> bool:
+    return bool(args.scenario or args.fork or args.at_tick is not None or args.serve)
+
+
+def _nothing() -> None:
+    pass  # the agents are in the journal already
+
+
+def _no_new_agents(world: World, scenario: Scenario) -> list[str]:
+    return list(world.agents())

@@ -1,0 +1,146 @@
+"""`tickwork resume`, run as a user runs it: after kill -9, with the control channel, forks."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+from components import PromptOpened, PromptSettled
+from runtime.journal import JournalReader
+from tests.cli.test_cli import ROOT, TICKWORK, Serve, state_dir, summary_of, tickwork
+from tests.conftest import wait_for
+
+__all__ = ["state_dir"]  # the fixture, shared with test_cli
+
+DEPLOYER = """
+name = "deploy"
+
+[world]
+clock = "real"
+interaction_timeout_secs = 600
+
+[tools.echo]
+shell = ["echo", "{text}"]
+timeout = 5
+
+[models.default]
+replies = ["the build is green"]
+
+[[agents]]
+name = "deployer"
+message = "release 1.4"
+steps = [
+    { think = "check the build of {message}" },
+    { ask = "Deploy {message} where?", choices = ["staging", "production"] },
+    { tools = [{ name = "echo", args = { text = "deploying {message} to {last}" } }] },
+    { finish = "{last}" },
+]
+"""
+
+
+def _prompt_events(journal: Path) -> list[object]:
+    with JournalReader(journal) as reader:
+        return [
+            item
+            for tick in reader.ticks()
+            for _, item in tick.inputs
+            if isinstance(item, PromptOpened | PromptSettled)
+        ]
+
+
+def test_tickwork_respond_answers_a_prompt_reopened_by_tickwork_resume_serve(tmp_path):
+    scenario = tmp_path / "deploy.toml"
+    scenario.write_text(DEPLOYER)
+    journal = tmp_path / "run.db"
+    first, second = tmp_path / "s1", tmp_path / "s2"
+    serve = Serve(str(scenario), "--state-dir", str(first), "--journal", str(journal))
+    try:
+        serve.wait_line("prompt deployer/t1/p2 from deployer: Deploy release 1.4 where?")
+        serve.proc.send_signal(signal.SIGKILL)
+        serve.proc.wait(timeout=10)
+    finally:
+        serve.kill()
+    (opened,) = _prompt_events(journal)
+    assert isinstance(opened, PromptOpened) and opened.deadline == opened.at + 600
+
+    where = ["--state-dir", str(second)]
+    resumed = Serve(str(journal), "--serve", *where, "--json", command="resume")
+    try:
+        resumed.wait_line("prompt deployer/t1/p2 from deployer: Deploy release 1.4 where?")
+        resumed.wait_line("serving deploy (1 agents)")
+        listed = tickwork("respond", *where)
+        assert "deployer/t1/p2" in listed.stdout and "0: staging" in listed.stdout
+        answered = tickwork("respond", "deployer", "staging", *where)
+        assert answered.stdout == "answered deployer/t1/p2 (deployer)\n", answered.stderr
+        status, out = resumed.finish()  # the deployer is done: resume --serve ends
+    finally:
+        resumed.kill()
+    assert status == 0
+    assert json.loads(out)["agents"] == {"complete": 1}
+    events = _prompt_events(journal)
+    assert [type(e).__name__ for e in events] == ["PromptOpened", "PromptSettled"]
+    settled = events[1]
+    assert isinstance(settled, PromptSettled) and settled.opened_at == opened.at  # same prompt
+    assert settled.response.choice == 0
+    replayed = tickwork("replay", str(journal))
+    assert replayed.returncode == 0 and replayed.stdout.startswith("replay matched")
+
+
+def test_the_quickstart_killed_mid_run_is_resumed_to_its_end(tmp_path):
+    journal = tmp_path / "run.db"
+    run = subprocess.Popen(
+        [TICKWORK, "run", "examples/quickstart.toml", "--quiet", "--journal", str(journal)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def some_ticks() -> bool:
+            try:
+                with JournalReader(journal) as reader:
+                    return reader.tick_count() >= 10
+            except Exception:
+                return run.poll() is not None
+
+        wait_for(some_ticks, timeout=60, what="10 recorded ticks")
+        run.send_signal(signal.SIGKILL)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.wait(timeout=10)
+    bare = tickwork("resume", str(journal))
+    assert bare.returncode == 2
+    assert "No module named 'quickstart_tools'" in bare.stderr
+    assert "--scenario examples/quickstart.toml" in bare.stderr
+    done = tickwork("resume", str(journal), "--scenario", "examples/quickstart.toml", "--json")
+    summary = summary_of(done)
+    assert summary["agents"] == {"complete": 6}
+    assert "resumed quickstart at tick" in done.stderr
+    assert tickwork("replay", str(journal)).returncode == 0
+
+    fork = tmp_path / "fork.db"
+    forked = tickwork(
+        "resume", str(journal), "--scenario", "examples/quickstart.toml",
+        "--at-tick", "5", "--journal", str(fork), "--json",
+    )  # fmt: skip
+    assert summary_of(forked)["agents"] == {"complete": 6}
+    assert tickwork("replay", str(fork)).returncode == 0
+    needs_new = tickwork("resume", str(journal), "--at-tick", "5")
+    assert needs_new.returncode == 2
+    assert "--at-tick forks the run: name the new journal with --journal NEW" in needs_new.stderr
+    other = tmp_path / "other.toml"
+    other.write_text((ROOT / "examples/quickstart.toml").read_text() + "\n# changed\n")
+    (tmp_path / "quickstart_tools.py").write_text(
+        (ROOT / "examples/quickstart_tools.py").read_text()
+    )
+    changed = tickwork("resume", str(journal), "--scenario", str(other))
+    assert changed.returncode == 2 and "is not the scenario" in changed.stderr
+
+
+def test_resume_of_a_name_that_is_not_a_file_is_the_control_command(state_dir):
+    done = tickwork("resume", "worker-0", "--state-dir", str(state_dir))
+    assert done.returncode == 1
+    assert "no `tickwork serve` is running" in done.stderr
