@@ -283,7 +283,7 @@ def test_a_failed_model_call_and_its_failed_turn_are_error_spans(make_world, spa
     assert "ModelError" in turn.status.description
 
 
-def test_a_replay_emits_no_spans_even_of_an_instrumented_world(tmp_path, spans, monkeypatch):
+def test_a_replay_emits_no_spans_even_of_an_instrumented_world(tmp_path, spans):
     provider, exporter = spans
     path = tmp_path / "run.db"
     world = World(
