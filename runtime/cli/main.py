@@ -1,9 +1,11 @@
 """The ``tickwork`` command.
 
-Exit status: 0 done; 1 a run-time failure (a replay diverged, the control channel refused
-or is unreachable); 2 a usage, scenario or journal error (nothing was run); 130 ``run``
-stopped by Ctrl-C. Errors are one line each on stderr, never a traceback
-(``TICKWORK_DEBUG=1`` shows one for an unexpected error).
+Exit status (the README's table): 0 done; 1 a run-time failure or nothing done (a run whose
+agents failed, a replay that diverged, a control channel that refused or is unreachable, a
+command that would do nothing); 2 bad input (usage, scenario, journal, an answer that does
+not fit its prompt: nothing was run); 70 an internal error (a bug); 128 + N stopped by
+signal N (130 Ctrl-C, 143 SIGTERM) for ``run`` and ``serve``. Errors are one line each on
+stderr, never a traceback (``TICKWORK_DEBUG=1`` shows one for an unexpected error).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a scenario to the end with a live view and a summary")
     run.add_argument("scenario", metavar="SCENARIO", help="a scenario file (.toml)")
     run.add_argument("--journal", metavar="FILE", help="record the run to a new journal FILE")
+    run.add_argument("--force", action="store_true", help="overwrite an existing journal FILE")
     run.add_argument("--ticks", type=_positive, metavar="N", help="stop after N ticks")
     run.add_argument("--quiet", action="store_true", help="no live view")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -44,22 +47,35 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run a scenario with the control channel open")
     serve.add_argument("scenario", metavar="SCENARIO", help="a scenario file (.toml)")
     serve.add_argument("--journal", metavar="FILE", help="record the run to a new journal FILE")
+    serve.add_argument("--force", action="store_true", help="overwrite an existing journal FILE")
     _state_dir(serve)
     serve.add_argument("--quiet", action="store_true", help="do not print prompts as they open")
     serve.add_argument("--json", action="store_true", help="print the final summary as JSON")
     serve.set_defaults(func=cmd_serve)
 
     check = sub.add_parser("validate", help="check scenarios and list every problem")
-    check.add_argument("scenarios", nargs="+", metavar="SCENARIO")
+    check.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="scenario files (.toml)")
     check.set_defaults(func=cmd_validate)
 
     rep = sub.add_parser("replay", help="replay a journal and check every tick")
-    rep.add_argument("journal", metavar="JOURNAL")
+    rep.add_argument("journal", metavar="JOURNAL", help="a journal written by run --journal")
+    rep.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also import the journal's behaviour modules from DIR (repeatable; the current"
+        " directory is searched too, a directory the journal names never is)",
+    )
     rep.add_argument("--quiet", action="store_true", help="no progress bar")
     rep.add_argument("--json", action="store_true", help="print the report as JSON")
     rep.set_defaults(func=cmd_replay)
 
     add_control_commands(sub, _state_dir)
+    for action in sub._choices_actions:  # each subcommand's --help opens with what it does
+        command = sub.choices[action.dest]
+        if command.description is None and action.help:
+            command.description = action.help[0].upper() + action.help[1:] + "."
     return parser
 
 

@@ -8,8 +8,10 @@ it does is caught at the first tick where the state differs.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,12 +83,15 @@ def replay(
     until_tick: int | None = None,
     behaviors: Mapping[str, Behavior] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    import_path: Sequence[str | Path] = (),
 ) -> ReplayReport:
     """Replay the journal at ``path`` and compare every tick's digest with the recording.
 
     ``behaviors`` maps behaviour names the journal uses to functions, for behaviours that
     cannot be imported by name (nested functions, lambdas). ``progress(done, total)`` is
-    called as ticks are replayed.
+    called as ticks are replayed. ``import_path`` lists directories to import the
+    journal's ``module:function`` behaviours from, besides ``sys.path``: a journal is data,
+    so the directory it says its scenario lived in is never searched unless listed here.
 
     Raises:
         JournalError: the journal cannot be read.
@@ -100,8 +105,21 @@ def replay(
         if until_tick is not None:
             total = min(total, until_tick)
         recorded = list(reader.ticks(until_tick))
+    with _importable(import_path):
+        return _replay(path, header, recorded, total, behaviors or {}, progress, started)
+
+
+def _replay(
+    path: str | Path,
+    header: dict[str, Any],
+    recorded: list[RecordedTick],
+    total: int,
+    behaviors: Mapping[str, Behavior],
+    progress: Callable[[int, int], None] | None,
+    started: float,
+) -> ReplayReport:
     effects = ReplayEffects(frozenset(header.get("approval_required", ())))
-    world = _rebuild(header, effects, behaviors or {})
+    world = _rebuild(header, effects, behaviors)
     try:
         _check_behaviors(world, recorded)
         inputs = 0
@@ -136,8 +154,24 @@ def replay(
         world.close()
 
 
+@contextlib.contextmanager
+def _importable(dirs: Sequence[str | Path]) -> Iterator[None]:
+    """Put ``dirs`` first on ``sys.path`` while the block runs."""
+    added = [str(Path(d).resolve()) for d in dirs]
+    added = [d for d in dict.fromkeys(added) if d not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for entry in added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(entry)
+
+
 def _rebuild(
-    header: dict[str, Any], effects: ReplayEffects, behaviors: Mapping[str, Behavior]
+    header: dict[str, Any],
+    effects: ReplayEffects,
+    behaviors: Mapping[str, Behavior],
 ) -> World:
     try:
         world = World(
@@ -154,6 +188,7 @@ def _rebuild(
         raise JournalError(f"journal header is missing or has a bad setting: {exc}") from exc
     if header.get("scenario"):
         try:
+            # Imported from sys.path (with the caller's import_path), never the journal's base_dir.
             register_scenario_behaviors(world.behaviors, header["scenario"])
         except BaseException:
             world.close()
@@ -175,7 +210,12 @@ def _check_behaviors(world: World, recorded: list[RecordedTick]) -> None:
         try:
             world.behaviors.resolve(name)
         except BehaviorNotFound as exc:
-            raise BehaviorNotFound(f"the journal's {exc}") from None
+            module = name.partition(":")[0]
+            raise BehaviorNotFound(
+                f"the journal's {exc}; if it lives in module {module!r}, replay from the"
+                " directory holding it or pass --path DIR (a journal never says where code"
+                " is imported from)"
+            ) from None
 
 
 def _explain(

@@ -101,21 +101,36 @@ def parse_scenario(
 
 
 def register_scenario_behaviors(
-    registry: BehaviorRegistry, scenario: Scenario | Mapping[str, Any]
+    registry: BehaviorRegistry,
+    scenario: Scenario | Mapping[str, Any],
+    *,
+    base_dir: FilePath | None = None,
 ) -> None:
     """Register a scenario's behaviours under their stable names (``scenario:agents[0]``).
 
     ``scenario`` is a ``Scenario`` or the header a journal stored (``{"path", "text"}``),
-    whose text is checked again (python tools are not imported: a replay runs none).
+    whose text is checked again (python tools are not imported: a replay runs none). A
+    journal is data: its ``module:function`` names are imported from ``base_dir`` (the
+    caller's choice) and ``sys.path``, never from the ``base_dir`` the journal stored.
 
     Raises:
-        ScenarioError: the stored scenario no longer checks (a module moved, say).
+        ScenarioError: the stored scenario no longer checks (a module moved, say); a module
+            that cannot be imported gets a line saying where the journal says it lived.
     """
     if not isinstance(scenario, Scenario):
         where = str(scenario.get("path") or "<journal scenario>")
-        source, base = scenario.get("text"), scenario.get("base_dir")
+        source, recorded = scenario.get("text"), scenario.get("base_dir")
         if not isinstance(source, str):
             raise ScenarioError([f"{where}: the journal stores no scenario text"])
-        base_dir = FilePath(base) if isinstance(base, str) else None
-        scenario = parse_scenario(source, where, base_dir=base_dir, import_tools=False)
+        try:
+            scenario = parse_scenario(source, where, base_dir=base_dir, import_tools=False)
+        except ScenarioError as exc:
+            problems = list(exc.problems)
+            if isinstance(recorded, str) and any("cannot import" in p for p in problems):
+                problems.append(
+                    f"{where}: the journal says this scenario lived in {recorded!r}, but a"
+                    " journal never makes tickwork import code from a directory it names:"
+                    f" if you trust that code, replay from there or pass --path {recorded!r}"
+                )
+            raise ScenarioError(problems) from None
     registry.update(scenario.behaviors)
