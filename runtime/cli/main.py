@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from runtime._version import __version__
 from runtime.errors import BehaviorNotFound, ConfigError, JournalError, ScenarioError, TickworkError
+from runtime.scenario.check import escape_controls
 
 __all__ = ["build_parser", "main"]
 
@@ -110,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except ScenarioError as exc:
         for problem in exc.problems:
-            print(problem, file=sys.stderr)
+            print(escape_controls(problem), file=sys.stderr)
         count = len(exc.problems)
         plural = "s" if count > 1 else ""
         print(f"tickwork: {count} problem{plural}; nothing was run", file=sys.stderr)
@@ -134,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _error(message: str) -> None:
-    print(f"tickwork: error: {message}", file=sys.stderr)
+    print(f"tickwork: error: {escape_controls(message)}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

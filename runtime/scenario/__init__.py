@@ -3,6 +3,7 @@
 """
 
 from runtime.scenario.build import build_tools, build_world, spawn_agents
+from runtime.scenario.check import MAX_AGENTS
 from runtime.scenario.load import load_scenario, parse_scenario, register_scenario_behaviors
 from runtime.scenario.operator import Operator
 from runtime.scenario.spec import (
@@ -15,6 +16,7 @@ from runtime.scenario.spec import (
 )
 
 __all__ = [
+    "MAX_AGENTS",
     "AgentGroup",
     "ModelSpec",
     "Operator",

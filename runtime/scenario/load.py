@@ -30,7 +30,7 @@ The format (see ``examples/*.toml``)::
     cycle = true
 
     [[agents]]
-    count = 3
+    count = 3                           # at most MAX_AGENTS (1,000,000) in all entries
     name = "worker-{i}"                 # agent ids; {i} is the index within the entry
     message = "task {i}"
     interactive = false
@@ -44,13 +44,14 @@ The format (see ``examples/*.toml``)::
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path as FilePath
 from typing import Any
 
 from runtime.errors import ScenarioError
-from runtime.scenario.check import Checker
+from runtime.scenario.check import Checker, escape_controls
 from runtime.scenario.parse import check_scenario
 from runtime.scenario.spec import Scenario
 from runtime.world import BehaviorRegistry
@@ -92,12 +93,25 @@ def parse_scenario(
     try:
         data = tomllib.loads(source)
     except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError([f"{where}: not valid TOML: {exc}"]) from None
+        raise ScenarioError([escape_controls(f"{where}: not valid TOML: {exc}")]) from None
+    except ValueError as exc:  # an integer past Python's 4,300-digit limit for int(str)
+        raise ScenarioError([_huge_integer(source, where, exc)]) from None
+    except RecursionError:  # arrays nested thousands deep
+        raise ScenarioError([f"{where}: not valid TOML: nested too deep"]) from None
     checker = Checker(where, source, base_dir)
     scenario = check_scenario(checker, data, source, import_tools=import_tools)
     if checker.problems or scenario is None:
         raise ScenarioError(checker.problems)
     return scenario
+
+
+def _huge_integer(source: str, where: str, exc: ValueError) -> str:
+    """The problem for a TOML integer too long to convert, with its line when found."""
+    found = re.search(r"\d[\d_]{4299,}", source)
+    if found is None:
+        return escape_controls(f"{where}: not valid TOML: {exc}")
+    line = source.count("\n", 0, found.start()) + 1
+    return f"{where}:{line}: an integer of more than 4,300 digits (not a usable number)"
 
 
 def register_scenario_behaviors(
