@@ -185,8 +185,8 @@ def test_a_tampered_journal_reports_the_divergence_and_exits_1(recorded_quicksta
 BAD_LINES = [
     "examples/bad.toml:6: world.clock: must be one of 'real', 'virtual', got 'fast'",
     "examples/bad.toml:8: world.colour: unknown key 'colour'",
-    "examples/bad.toml:21: agents[0].count: must be an integer >= 0, got -1",
-    "examples/bad.toml:27: agents[1].steps[0].tools[0].name: unknown tool 'grpe' (known: fetch, grep)",
+    "examples/bad.toml:21: agents[0].count: must be an integer 0..1,000,000, got -1",
+    "examples/bad.toml:27: agents[1].steps[0].tools[0].name: unknown tool 'grpe' (known: both, fetch, grep)",
     "examples/bad.toml:28: agents[1].steps[1].tools[0]: tool 'grep' needs the argument 'path'",
     "examples/bad.toml:35: agents[2].steps[0]: unknown step 'thnk' (did you mean 'think'?)",
 ]
