@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -40,7 +41,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     setup = _host_setup(args)
     try:
         with progress if show else contextlib.nullcontext():
-            report = replay(args.journal, progress=update if show else None, setup=setup)
+            report = replay(
+                args.journal,
+                progress=update if show else None,
+                setup=setup,
+                import_path=[os.getcwd(), *args.path],
+            )
     except ReplayDivergence as exc:
         print(f"tickwork: replay of {args.journal} diverged\n{exc}", file=sys.stderr)
         return 1

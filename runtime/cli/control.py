@@ -44,8 +44,8 @@ def add_control_commands(sub: Any, state_dir: Callable[[argparse.ArgumentParser]
     respond.set_defaults(func=cmd_respond)
 
     send = sub.add_parser("send", help="give an agent its next message")
-    send.add_argument("agent", metavar="AGENT")
-    send.add_argument("text", metavar="TEXT")
+    send.add_argument("agent", metavar="AGENT", help="the agent's id (see `tickwork ps`)")
+    send.add_argument("text", metavar="TEXT", help="the message")
     state_dir(send)
     send.set_defaults(func=cmd_send)
 
@@ -53,7 +53,7 @@ def add_control_commands(sub: Any, state_dir: Callable[[argparse.ArgumentParser]
         if op == "resume":
             continue  # `resume AGENT` shares its command with `resume JOURNAL` (cli/resume.py)
         cmd = sub.add_parser(op, help=text)
-        cmd.add_argument("agent", metavar="AGENT")
+        cmd.add_argument("agent", metavar="AGENT", help="the agent's id (see `tickwork ps`)")
         state_dir(cmd)
         cmd.set_defaults(func=cmd_steer, op=op)
 
@@ -147,9 +147,24 @@ def _find_prompt(prompts: list[dict[str, Any]], wanted: str) -> dict[str, Any]:
 def _answer_fields(prompt: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """The answer ``args`` give ``prompt``: a VALUE that names a choice or says yes/no counts."""
     value: str | None = args.value
+    kind, where = prompt["kind"], f"prompt {prompt['id']!r} ({prompt['kind']})"
     if args.approve or args.deny:
+        if kind not in ("confirm", "tool_approval"):
+            raise ConfigError(f"{where} is not a yes/no question: --approve and --deny do not fit")
         return {"approved": bool(args.approve), "value": value or ""}
     if args.choice is not None:
+        choices = prompt["choices"]
+        if kind != "choice":
+            raise ConfigError(f"{where} has no choices: --choice does not fit")
+        if not 0 <= args.choice < len(choices):
+            raise ConfigError(
+                f"--choice must be 0..{len(choices) - 1} for {where}, got {args.choice}"
+            )
+        if value is not None and value != choices[args.choice]:
+            raise ConfigError(
+                f"VALUE {value!r} and --choice {args.choice} ({choices[args.choice]!r})"
+                f" disagree for {where}: give one"
+            )
         return {"choice": args.choice}
     if value is None:
         raise ConfigError(
@@ -171,7 +186,7 @@ def _answer_fields(prompt: dict[str, Any], args: argparse.Namespace) -> dict[str
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    """``tickwork send``: give an agent its next message."""
+    """``tickwork send``: give an agent its next message (exit 1 if it has ended)."""
     with _client(args) as client:
         client.request("send", agent=args.agent, text=args.text)
     print(f"sent to {args.agent}")

@@ -1,9 +1,11 @@
 """The ``tickwork`` command.
 
-Exit status: 0 done; 1 a run-time failure (a replay diverged, the control channel refused
-or is unreachable); 2 a usage, scenario or journal error (nothing was run); 130 ``run``
-stopped by Ctrl-C. Errors are one line each on stderr, never a traceback
-(``TICKWORK_DEBUG=1`` shows one for an unexpected error).
+Exit status (the README's table): 0 done; 1 a run-time failure or nothing done (a run whose
+agents failed, a replay that diverged, a control channel that refused or is unreachable, a
+command that would do nothing); 2 bad input (usage, scenario, journal, an answer that does
+not fit its prompt: nothing was run); 70 an internal error (a bug); 128 + N stopped by
+signal N (130 Ctrl-C, 143 SIGTERM) for ``run`` and ``serve``. Errors are one line each on
+stderr, never a traceback (``TICKWORK_DEBUG=1`` shows one for an unexpected error).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 
 from runtime._version import __version__
 from runtime.errors import BehaviorNotFound, ConfigError, JournalError, ScenarioError, TickworkError
+from runtime.scenario.check import escape_controls
 
 __all__ = ["build_parser", "main"]
 
@@ -37,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a scenario to the end with a live view and a summary")
     run.add_argument("scenario", metavar="SCENARIO", help="a scenario file (.toml)")
     run.add_argument("--journal", metavar="FILE", help="record the run to a new journal FILE")
+    run.add_argument("--force", action="store_true", help="overwrite an existing journal FILE")
     run.add_argument("--ticks", type=_positive, metavar="N", help="stop after N ticks")
     run.add_argument("--quiet", action="store_true", help="no live view")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -46,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run a scenario with the control channel open")
     serve.add_argument("scenario", metavar="SCENARIO", help="a scenario file (.toml)")
     serve.add_argument("--journal", metavar="FILE", help="record the run to a new journal FILE")
+    serve.add_argument("--force", action="store_true", help="overwrite an existing journal FILE")
     _state_dir(serve)
     serve.add_argument("--quiet", action="store_true", help="do not print prompts as they open")
     serve.add_argument("--json", action="store_true", help="print the final summary as JSON")
@@ -53,20 +58,22 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     check = sub.add_parser("validate", help="check scenarios and list every problem")
-    check.add_argument("scenarios", nargs="+", metavar="SCENARIO")
+    check.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="scenario files (.toml)")
     check.set_defaults(func=cmd_validate)
 
     rep = sub.add_parser("replay", help="replay a journal and check every tick")
-    rep.add_argument("journal", metavar="JOURNAL")
-    rep.add_argument("--quiet", action="store_true", help="no progress bar")
-    rep.add_argument("--json", action="store_true", help="print the report as JSON")
+    rep.add_argument("journal", metavar="JOURNAL", help="a journal written by run --journal")
     rep.add_argument(
         "--path",
-        metavar="DIR",
         action="append",
         default=[],
-        help="allow importing the journal's host setup (and its types) from DIR",
+        metavar="DIR",
+        help="also import the journal's behaviour modules and host setup (and its types) from"
+        " DIR (repeatable; the current directory is searched too, a directory the journal"
+        " names never is)",
     )
+    rep.add_argument("--quiet", action="store_true", help="no progress bar")
+    rep.add_argument("--json", action="store_true", help="print the report as JSON")
     rep.add_argument(
         "--setup", metavar="MODULE:FN", help="the host setup to call (default: the journal's)"
     )
@@ -74,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_resume_command(sub, _state_dir, _positive, _metrics)
     add_control_commands(sub, _state_dir)
+    for action in sub._choices_actions:  # each subcommand's --help opens with what it does
+        command = sub.choices[action.dest]
+        if command.description is None and action.help:
+            command.description = action.help[0].upper() + action.help[1:] + "."
     return parser
 
 
@@ -117,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except ScenarioError as exc:
         for problem in exc.problems:
-            print(problem, file=sys.stderr)
+            print(escape_controls(problem), file=sys.stderr)
         count = len(exc.problems)
         plural = "s" if count > 1 else ""
         print(f"tickwork: {count} problem{plural}; nothing was run", file=sys.stderr)
@@ -141,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _error(message: str) -> None:
-    print(f"tickwork: error: {message}", file=sys.stderr)
+    print(f"tickwork: error: {escape_controls(message)}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

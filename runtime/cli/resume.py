@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from runtime.cli.observe import check_metrics_address
-from runtime.cli.run import run_world
+from runtime.cli.run import run_world, signals_set
 from runtime.cli.serve import serve_world
 from runtime.errors import JournalError, ScenarioError
 from runtime.journal import Journal, JournalReader, resume
@@ -116,14 +117,25 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     if args.serve:
         return serve_world(make_world, scenario, args, journal=label, start=_no_new_agents)
-    world = make_world()
-    print(
-        f"resumed {scenario.name} at tick {world.tick_count} ({label})",
-        file=sys.stderr,
-        flush=True,
-    )
-    title = f"tickwork resume {scenario.name}"
-    return run_world(world, scenario, args, title=title, journal=label, start=_nothing)
+    stop = threading.Event()
+    with signals_set(stop) as caught:
+        world = make_world()
+        print(
+            f"resumed {scenario.name} at tick {world.tick_count} ({label})",
+            file=sys.stderr,
+            flush=True,
+        )
+        title = f"tickwork resume {scenario.name}"
+        return run_world(
+            world,
+            scenario,
+            args,
+            title=title,
+            journal=label,
+            start=_nothing,
+            stop=stop,
+            caught=caught,
+        )
 
 
 def _scenario(args: argparse.Namespace, stored: dict[str, object]) -> Scenario:
@@ -151,7 +163,7 @@ def _journal_flags(args: argparse.Namespace) -> bool:
     return bool(args.scenario or args.fork or args.at_tick is not None or args.serve)
 
 
-def _nothing() -> None:
+def _nothing(view: object) -> None:
     pass  # the agents are in the journal already
 
 

@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from functools import partial
 from types import FrameType
 
 from rich.console import Console
@@ -26,6 +25,7 @@ from runtime.world import World
 __all__ = [
     "announce_backend",
     "cmd_run",
+    "exit_status",
     "open_journal",
     "print_summary",
     "run_to_end",
@@ -33,8 +33,8 @@ __all__ = [
     "signals_set",
 ]
 
-_CHUNK_TICKS = 512  # ticks per run_until_idle call: how often a stop request is noticed
-_CHUNK_SECS = 0.25
+_CHUNK_SECS = 0.1  # a stop request is noticed within about this (or one tick, if longer)
+_MAX_CHUNK_TICKS = 512
 
 
 def run_to_end(
@@ -47,6 +47,7 @@ def run_to_end(
     stop request or a limit is noticed within a fraction of a second.
     """
     started = time.monotonic()
+    chunk = 1  # ticks per run_until_idle call, sized so that one call takes ~_CHUNK_SECS
     while True:
         if stop.is_set():
             return "stopped"
@@ -55,10 +56,16 @@ def run_to_end(
             return "tick limit"
         if time_limit is not None and time.monotonic() - started >= time_limit:
             return "time limit"
+        before, began = world.tick_count, time.monotonic()
         try:
-            world.run_until_idle(max_ticks=min(left, _CHUNK_TICKS), timeout=_CHUNK_SECS)
+            world.run_until_idle(max_ticks=min(left, chunk), timeout=_CHUNK_SECS)
         except TickLimitError:
-            continue  # still busy: check the limits and go on
+            # Still busy: size the next chunk by how long these ticks took, so a stop is
+            # seen within a fraction of a second whether a tick takes 10 µs or 0.1 s.
+            took, ran = time.monotonic() - began, world.tick_count - before
+            per_tick = took / ran if ran else _CHUNK_SECS
+            chunk = max(1, min(_MAX_CHUNK_TICKS, int(_CHUNK_SECS / max(per_tick, 1e-9))))
+            continue
         return "finished"
 
 
@@ -94,8 +101,27 @@ def signals_set(stop: threading.Event, world: World | None = None) -> Iterator[l
             signal.signal(sig, handler)
 
 
-def open_journal(path: str | None, scenario: Scenario) -> Journal | None:
-    return None if path is None else Journal.create(path, scenario=scenario.header())
+def open_journal(path: str | None, scenario: Scenario, *, force: bool = False) -> Journal | None:
+    """A new journal at ``path`` (None: no journal); ``force`` overwrites an existing file.
+
+    Raises:
+        JournalError: the path is a directory, exists (without ``force``), or cannot be
+            written (the message names the reason).
+    """
+    if path is None:
+        return None
+    return Journal.create(path, scenario=scenario.header(), overwrite=force)
+
+
+def exit_status(summary: Summary, caught: list[str]) -> int:
+    """The exit status of a run that ended as ``summary`` says (see the README's table).
+
+    128 + the signal's number when a signal stopped it (130 for Ctrl-C), 1 when any agent
+    ended in error, else 0.
+    """
+    if caught:
+        return 128 + int(signal.Signals[caught[0]])
+    return 1 if summary.agents.get("error") else 0
 
 
 def print_summary(summary: Summary, as_json: bool, hint: str = "") -> None:
@@ -105,7 +131,7 @@ def print_summary(summary: Summary, as_json: bool, hint: str = "") -> None:
     console = Console()
     console.print(render_summary(summary))
     if hint:
-        console.print(hint, highlight=False)
+        console.print(hint, highlight=False, markup=False)  # "[operator]" is no markup tag
 
 
 def _open_prompt_hint(summary: Summary) -> str:
@@ -131,17 +157,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``tickwork run``: run a scenario to the end with a live view, then print a summary."""
     check_metrics_address(args.metrics)
     scenario = load_scenario(args.scenario)
-    journal = open_journal(args.journal, scenario)
-    announce_backend(scenario)
-    world = build_world(scenario, journal=journal)
-    return run_world(
-        world,
-        scenario,
-        args,
-        title=f"tickwork run {scenario.name}",
-        journal=args.journal,
-        start=partial(spawn_agents, world, scenario),
-    )
+    stop = threading.Event()
+    # The handlers go in before the journal is created: a Ctrl-C from here on stops the
+    # run at a tick boundary, so the journal always holds its header and whole ticks.
+    with signals_set(stop) as caught:
+        journal = open_journal(args.journal, scenario, force=args.force)
+        announce_backend(scenario)
+        world = build_world(scenario, journal=journal)
+        return run_world(
+            world,
+            scenario,
+            args,
+            title=f"tickwork run {scenario.name}",
+            journal=args.journal,
+            start=lambda view: spawn_agents(world, scenario, stop=stop, progress=view.spawned),
+            stop=stop,
+            caught=caught,
+            spawning=scenario.agent_count,
+        )
 
 
 def run_world(
@@ -151,14 +184,18 @@ def run_world(
     *,
     title: str,
     journal: str | None,
-    start: Callable[[], object],
+    start: Callable[[LiveView], object],
+    stop: threading.Event,
+    caught: list[str],
+    spawning: int = 0,
 ) -> int:
     """Run ``world`` to the end with a live view and print a summary; closes the world.
 
-    The scenario's operator is set up first, then ``start()`` (spawning the agents, for a
-    new run). ``tickwork run`` and ``tickwork resume`` share it.
+    Returns the exit status. The scenario's operator is set up first, then ``start(view)``
+    (spawning the agents, for a new run, showing progress in ``view``). ``stop`` and
+    ``caught`` come from the caller's `signals_set`. ``tickwork run`` and ``tickwork
+    resume`` share it.
     """
-    stop = threading.Event()
     telemetry = CommandTelemetry(world, args.metrics)
     try:
         telemetry.start()
@@ -166,14 +203,14 @@ def run_world(
         if scenario.operator is not None:
             op = scenario.operator
             Operator(world, delay=op.delay, policy=op.policy, text=op.text)
-        start()
         max_ticks = args.ticks if args.ticks is not None else scenario.world.max_ticks
         console = Console(stderr=True)
         live = not args.quiet and console.is_terminal
-        view = LiveView(world, title)
+        view = LiveView(world, title, spawning=spawning)
         started = time.monotonic()
         shown = Live(view, console=console, refresh_per_second=4, transient=True)
-        with signals_set(stop, world) as caught, shown if live else contextlib.nullcontext():
+        with shown if live else contextlib.nullcontext():
+            start(view)
             ended = run_to_end(
                 world, max_ticks=max_ticks, time_limit=scenario.world.time_limit, stop=stop
             )
@@ -189,4 +226,4 @@ def run_world(
         world.close()  # cancels anything still in flight and closes the journal
     summary.extra["scenario_agents"] = scenario.agent_count
     print_summary(summary, args.json, _open_prompt_hint(summary))
-    return 130 if caught else 0
+    return exit_status(summary, caught)

@@ -8,10 +8,16 @@ import threading
 import time
 from collections.abc import Callable
 
-from components import PromptOpened
+from components import InteractionKind, InteractionRequest, PromptOpened
 from runtime.cli.observe import CommandTelemetry, check_metrics_address
-from runtime.cli.run import announce_backend, open_journal, print_summary, signals_set
-from runtime.cli.view import RunStats, summarize
+from runtime.cli.run import (
+    announce_backend,
+    exit_status,
+    open_journal,
+    print_summary,
+    signals_set,
+)
+from runtime.cli.view import RunStats, escape_controls, summarize
 from runtime.control import ControlServer, StateDir, default_state_dir
 from runtime.scenario import Operator, Scenario, build_world, load_scenario, spawn_agents
 from runtime.world import TickReport, World
@@ -24,6 +30,28 @@ def _all_terminal(world: World) -> bool:
     total = sum(counts.values())
     known = sum(1 for _ in world.agents())
     return total >= known and total == sum(n for k, n in counts.items() if k.is_terminal)
+
+
+_SAY = threading.Lock()
+
+
+def _say(text: str) -> None:
+    """Write one whole line to stderr: the tick thread and the main thread both print, and
+    ``print`` writes the text and its newline apart, so two lines could run together."""
+    with _SAY:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
+def _how_to_answer(request: InteractionRequest, flag: str) -> str:
+    """The ``tickwork respond`` line that fits ``request``'s kind."""
+    if request.kind in (InteractionKind.CONFIRM, InteractionKind.TOOL_APPROVAL):
+        how = "--approve | --deny"
+    elif request.kind is InteractionKind.CHOICE:
+        how = f"--choice 0..{len(request.choices) - 1}"
+    else:
+        how = "VALUE"
+    return f"tickwork respond{flag} {request.id} {how}"
 
 
 class _PromptPrinter:
@@ -49,15 +77,14 @@ class _PromptPrinter:
             return
         self._shown += 1
         if self._shown > self.LIMIT:
-            print("(more prompts: list them with `tickwork respond`)", file=sys.stderr)
+            _say("(more prompts: list them with `tickwork respond`)")
             return
         request = item.request
         choices = f" [{' / '.join(request.choices)}]" if request.choices else ""
-        print(
-            f"prompt {request.id} from {item.agent_id}: {request.prompt}{choices}\n"
-            f"  answer with: tickwork respond{self._flag} {request.id} VALUE",
-            file=sys.stderr,
-            flush=True,
+        text = f"{request.prompt}{choices}"
+        _say(
+            f"prompt {request.id} from {item.agent_id}: {escape_controls(text)}\n"
+            f"  answer with: {_how_to_answer(request, self._flag)}"
         )
 
 
@@ -68,7 +95,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def make_world() -> World:
         announce_backend(scenario)
-        return build_world(scenario, journal=open_journal(args.journal, scenario))
+        return build_world(scenario, journal=open_journal(args.journal, scenario, force=args.force))
 
     return serve_world(make_world, scenario, args, journal=args.journal, start=spawn_agents)
 
@@ -107,20 +134,15 @@ def serve_world(
         server = ControlServer(world, state, stats=stats.snapshot)
         server.start()
         if _prompts_expire_at_once(scenario):
-            print(
+            _say(
                 "note: on a virtual clock time skips ahead while nothing moves, so an open"
-                " prompt expires at once; set interaction_timeout_secs = 0 to wait for answers",
-                file=sys.stderr,
+                " prompt expires at once; set interaction_timeout_secs = 0 to wait for answers"
             )
         agents = start(world, scenario)
         started = time.monotonic()
         with signals_set(stop) as caught:
             world.start()
-            print(
-                f"serving {scenario.name} ({len(agents)} agents) on {state.socket} (Ctrl-C stops)",
-                file=sys.stderr,
-                flush=True,
-            )
+            _say(f"serving {scenario.name} ({len(agents)} agents) on {state.socket} (Ctrl-C stops)")
             while not stop.wait(0.05):
                 if _all_terminal(world):
                     break
@@ -142,10 +164,10 @@ def serve_world(
             telemetry.close()
         if world is not None:
             world.close()  # cancels in-flight work, settles prompts, closes the journal
-        state.release()
+        state.release(remove=True)
     summary.extra["scenario_agents"] = scenario.agent_count
     print_summary(summary, args.json)
-    return 0
+    return exit_status(summary, caught)
 
 
 def _prompts_expire_at_once(scenario: Scenario) -> bool:

@@ -126,6 +126,7 @@ class Summary:
     prompts: dict[str, Any]
     journal: str | None = None
     backend: str = ""
+    errors: list[dict[str, str]] = field(default_factory=list)  # every failed agent's message
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -161,7 +162,18 @@ def summarize(
         prompts=data["prompts"],
         journal=journal,
         backend=describe_backend(world.backend_info()),
+        errors=_errors(world) if counts[StatusKind.ERROR] else [],
     )
+
+
+def _errors(world: World) -> list[dict[str, str]]:
+    """Each agent that ended in error, with its message, in spawn order."""
+    found = []
+    for agent_id in world.agents():
+        status = world.status(agent_id)
+        if status.kind is StatusKind.ERROR:
+            found.append({"agent": agent_id, "message": status.message or ""})
+    return found
 
 
 def render_summary(summary: Summary) -> RenderableType:
@@ -188,21 +200,48 @@ def render_summary(summary: Summary) -> RenderableType:
     if summary.backend and not summary.backend.startswith("threads"):
         table.add_row("tool runner", summary.backend)
     if summary.journal:
-        table.add_row("journal", summary.journal)
-    title = f"{summary.scenario}: {summary.ended}"
+        table.add_row("journal", Text(summary.journal))
+    for n, error in enumerate(summary.errors[:SHOWN_ERRORS]):
+        # Text, not a markup string: an error message may hold "[...]" or escapes.
+        shown = Text(f"{error['agent']}: {escape_controls(error['message'])}", style="red")
+        table.add_row("errors" if n == 0 else "", shown)
+    if len(summary.errors) > SHOWN_ERRORS:
+        more = len(summary.errors) - SHOWN_ERRORS
+        table.add_row("", f"... and {more} more (--json lists them all)")
+    title = Text(f"{summary.scenario}: {summary.ended}")
     return Panel(table, title=title, title_align="left", expand=False)
+
+
+SHOWN_ERRORS = 5
+"""Agent errors the summary shows (``--json`` has them all)."""
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters shown as escapes (never sent raw to a terminal)."""
+    return "".join(
+        ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )
 
 
 class LiveView:
     """A rich renderable of a running world, re-read from the world at every refresh."""
 
-    def __init__(self, world: World, title: str, *, max_prompts: int = 5) -> None:
+    def __init__(
+        self, world: World, title: str, *, max_prompts: int = 5, spawning: int = 0
+    ) -> None:
         self._world = world
+        self._spawning = spawning  # agents to spawn before the run starts
+        self._spawned = 0
         self._title = title
         self._max_prompts = max_prompts
         self._started = time.monotonic()
         self._last = (self._started, world.tick_count)
         self._rate = 0.0
+
+    def spawned(self, n: int) -> None:
+        """Note that ``n`` of the agents to spawn are spawned (shown until all are)."""
+        self._spawned = n
 
     def _ticks_per_sec(self) -> float:
         now, ticks = time.monotonic(), self._world.tick_count
@@ -244,6 +283,10 @@ class LiveView:
             f"{self._ticks_per_sec():,.0f} ticks/s · world {world.now:.1f} s · "
             f"wall {elapsed:.1f} s"
         )
+        if self._spawned < self._spawning:
+            head = Text(
+                f"spawning agents: {self._spawned:,}/{self._spawning:,} · wall {elapsed:.1f} s"
+            )
         body = Group(head, Text(""), agents, Text(""), lanes, backend, Text(""), prompts)
         return Panel(body, title=self._title, title_align="left", expand=False)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,25 +17,41 @@ __all__ = ["ControlClient"]
 _MAX_REPLY = 256 * 1024 * 1024  # a client reads big replies (every agent of a big world)
 
 
+def _check_peer(sock: socket.socket) -> None:
+    """Refuse a server process run by another user (Linux: ``SO_PEERCRED``).
+
+    Raises:
+        ControlError: the process at the other end belongs to another user.
+    """
+    peercred = getattr(socket, "SO_PEERCRED", None)
+    if peercred is None:  # macOS and the BSDs: the socket's owner was checked instead
+        return
+    pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, peercred, 12))
+    if uid != os.getuid():
+        raise ControlError(
+            f"the control server (pid {pid}) runs as uid {uid}, not as you"
+            f" (uid {os.getuid()}): refusing to send it the token"
+        )
+
+
 class ControlClient:
     """A connection to a running ``tickwork serve``; usable as a context manager.
 
     Raises:
         ControlError: no server is running on ``state_dir`` (no token or socket there,
-            or nothing listening).
+            or nothing listening), or the state dir, token, socket or server process is
+            not the current user's (or others can write the state dir).
     """
 
     def __init__(self, state_dir: str | os.PathLike[str] | None = None, *, timeout: float = 10.0):
         self.state = StateDir(state_dir if state_dir is not None else default_state_dir())
+        # The token is a secret: check who owns the directory, the token and the socket
+        # before reading it or sending it anywhere (a server run by another user in a
+        # directory they own must never receive it).
+        self.state.check()
+        self._token = self.state.read_token()
+        self.state.check_socket()
         where = str(self.state.path)
-        try:
-            self._token = self.state.token.read_text().strip()
-        except FileNotFoundError:
-            raise ControlError(
-                f"no `tickwork serve` is running on state dir {where!r} (no token file)"
-            ) from None
-        except OSError as exc:
-            raise ControlError(f"cannot read the token in {where!r}: {exc}") from exc
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
         try:
@@ -45,6 +62,11 @@ class ControlClient:
         except OSError as exc:
             self._sock.close()
             raise ControlError(f"cannot connect to {str(self.state.socket)!r}: {exc}") from exc
+        try:
+            _check_peer(self._sock)
+        except ControlError:
+            self._sock.close()
+            raise
         self._buf = b""
 
     def request(self, op: str, **fields: Any) -> dict[str, Any]:

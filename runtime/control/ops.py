@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from components import InteractionKind, InteractionResponse
+from components import InteractionKind, InteractionRequest, InteractionResponse, StatusKind
 from runtime._version import __version__
 from runtime.world import World
 
@@ -111,14 +111,49 @@ def answer(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any
     if found is None:
         raise Refused("no_prompt", f"no open prompt {request_id!r}")
     prompt = found[1]
-    if choice is not None and prompt.kind is InteractionKind.CHOICE:
-        if not 0 <= choice < len(prompt.choices):
-            last = len(prompt.choices) - 1
-            raise Refused("bad_field", f"field 'choice' must be 0..{last}, got {choice}")
-        value = value or prompt.choices[choice]
+    value = _fitting_answer(prompt, value, choice, approved)
     if not world.hub.answer(InteractionResponse(request_id, value, choice, approved)):
         raise Refused("no_prompt", f"prompt {request_id!r} was settled meanwhile")
     return {"ok": True, "answered": request_id, "agent": found[0]}
+
+
+def _fitting_answer(
+    prompt: InteractionRequest, value: str, choice: int | None, approved: bool | None
+) -> str:
+    """The answer's value, once it is checked to fit ``prompt``'s kind and not contradict itself.
+
+    Raises:
+        Refused: ``bad_answer``: an approval for a choice, a choice for a yes/no question,
+            no answer at all, a choice out of range, or a value naming another choice.
+    """
+    kind, where = prompt.kind, f"prompt {prompt.id!r} ({prompt.kind.value})"
+    if kind is InteractionKind.CHOICE:
+        if approved is not None:
+            raise Refused("bad_answer", f"{where} wants a choice, not an approval or denial")
+        if choice is None:
+            if value not in prompt.choices:
+                shown = ", ".join(repr(c) for c in prompt.choices)
+                raise Refused("bad_answer", f"{where} wants one of {shown}, got {value!r}")
+            return value
+        if not 0 <= choice < len(prompt.choices):
+            last = len(prompt.choices) - 1
+            raise Refused("bad_answer", f"{where}: 'choice' must be 0..{last}, got {choice}")
+        if value and value != prompt.choices[choice]:
+            raise Refused(
+                "bad_answer",
+                f"{where}: value {value!r} and choice {choice}"
+                f" ({prompt.choices[choice]!r}) disagree: give one",
+            )
+        return prompt.choices[choice]
+    if choice is not None:
+        raise Refused("bad_answer", f"{where} has no choices, got choice {choice}")
+    if kind in (InteractionKind.CONFIRM, InteractionKind.TOOL_APPROVAL):
+        if approved is None:
+            raise Refused("bad_answer", f"{where} wants an approval or a denial ('approved')")
+        return value
+    if approved is not None:
+        raise Refused("bad_answer", f"{where} wants text, not an approval or denial")
+    return value
 
 
 def cancel_prompt(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any]:
@@ -130,19 +165,41 @@ def cancel_prompt(world: World, request: dict[str, Any], stats: Stats) -> dict[s
 
 
 def send(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any]:
-    """Give ``agent`` the message ``text``."""
+    """Give ``agent`` the message ``text`` (refused for an agent that has ended)."""
     agent = field(request, "agent", str)
-    world.send(agent, field(request, "text", str))
+    text = field(request, "text", str)
+    _refuse_no_op(world, agent, "send")
+    world.send(agent, text)
     return {"ok": True, "agent": agent}
+
+
+def _refuse_no_op(world: World, agent: str, op: str) -> None:
+    """Refuse a command that would do nothing to ``agent`` as it is now.
+
+    Raises:
+        Refused: ``no_effect``: the agent has ended (any op), is not paused (``resume``)
+            or is paused already (``pause``).
+        UnknownAgentError: there is no such agent.
+    """
+    status = world.status(agent).kind
+    if status.is_terminal:
+        raise Refused("no_effect", f"agent {agent!r} is {status.value}: {op} does nothing")
+    if op == "resume" and status is not StatusKind.PAUSED:
+        raise Refused(
+            "no_effect", f"agent {agent!r} is {status.value}, not paused: nothing to resume"
+        )
+    if op == "pause" and status is StatusKind.PAUSED:
+        raise Refused("no_effect", f"agent {agent!r} is paused already")
 
 
 def _command(name: str) -> Op:
     def command(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any]:
         agent = field(request, "agent", str)
+        _refuse_no_op(world, agent, name)
         getattr(world, name)(agent)
         return {"ok": True, "agent": agent}
 
-    command.__doc__ = f"``world.{name}(agent)``."
+    command.__doc__ = f"``world.{name}(agent)`` (refused when it would do nothing)."
     return command
 
 

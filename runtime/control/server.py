@@ -3,8 +3,13 @@
 Every request is one JSON object on one line and carries the token from the state dir's
 token file; every reply is one JSON object on one line, ``{"ok": true, ...}`` or
 ``{"ok": false, "code": ..., "error": ...}``. A bad request gets an error reply and the
-server goes on serving everyone else: malformed JSON, an unknown op or a missing field keep
-the connection; a wrong token or a line over ``MAX_LINE`` bytes closes it. The token is
+server goes on serving everyone else: malformed JSON (nested too deep too), an unknown op or
+a missing field keep the connection; a wrong token or a line over ``MAX_LINE`` bytes closes
+it. A client must finish each request line within ``idle_timeout`` seconds of the last reply
+(or of connecting), and take each reply within it, or it is dropped; and when all
+``MAX_CLIENTS`` slots are taken, a new client takes the slot of the one that has been
+waiting longest without a request, so idle or trickling connections never lock a person's
+``tickwork respond`` out. The token is
 checked before anything else is looked at, so an unauthorised request never acts, and is
 compared in constant time. Everything a request does goes through the world's thread-safe
 API (commands, hub, reads that take whole ticks).
@@ -21,6 +26,7 @@ import queue
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,7 +43,9 @@ log = logging.getLogger("tickwork.control")
 MAX_LINE = 64 * 1024
 """The longest request line accepted, in bytes (the newline not counted)."""
 MAX_CLIENTS = 32
-"""Connections served at once; one more gets a ``busy`` reply and is closed."""
+"""Connections served at once; one more evicts the longest-idle one (``busy`` if none is)."""
+IDLE_TIMEOUT = 10.0
+"""Seconds a client has to send a whole request line (and to take a reply) before it is dropped."""
 _SUBSCRIBER_BACKLOG = 10_000
 
 
@@ -53,7 +61,11 @@ class ControlServer:
         state_dir: StateDir | str | os.PathLike[str],
         *,
         stats: Callable[[], dict[str, Any]] | None = None,
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
+        if not idle_timeout > 0:
+            raise ValueError(f"`idle_timeout` must be > 0, got {idle_timeout!r}")
+        self.idle_timeout = idle_timeout
         self.world = world
         self.state = state_dir if isinstance(state_dir, StateDir) else StateDir(state_dir)
         self._stats = stats
@@ -62,10 +74,14 @@ class ControlServer:
         self._listener: socket.socket | None = None
         self._closing = threading.Event()
         self._clients_lock = threading.Lock()
-        self._clients: set[socket.socket] = set()
+        # Each connection, and since when it has waited for a request line (None while a
+        # request is handled or the connection streams events: those are never evicted).
+        self._clients: dict[socket.socket, float | None] = {}
         self._subscribers: set[_Subscriber] = set()
         self._threads: list[threading.Thread] = []
         self.refused = 0  # requests that got an error reply (for tests and stats)
+        self.accepted = 0  # connections accepted
+        self.dropped = 0  # connections dropped as idle or slow, or evicted
 
     def start(self) -> None:
         """Take the state dir's lock, write the token, open the socket and start serving.
@@ -144,7 +160,7 @@ class ControlServer:
             with contextlib.suppress(OSError):
                 path.unlink()
         if self._owns_lock:
-            self.state.release()
+            self.state.release(remove=True)
             self._owns_lock = False
 
     def __enter__(self) -> ControlServer:
@@ -167,30 +183,51 @@ class ControlServer:
                     return
                 log.exception("control socket accept failed")
                 continue
-            conn.settimeout(None)
+            conn.settimeout(self.idle_timeout)
             with self._clients_lock:
-                full = len(self._clients) >= MAX_CLIENTS
-                if not full:
-                    self._clients.add(conn)
-            if full:
+                self.accepted += 1
+                evicted = self._make_room()
+                if evicted is not _FULL:
+                    self._clients[conn] = time.monotonic()
+            if evicted is _FULL:
                 _send_quietly(
                     conn, error_reply("busy", f"too many clients (at most {MAX_CLIENTS})")
                 )
                 conn.close()
                 continue
+            if isinstance(evicted, socket.socket):
+                _shut([evicted])  # its thread wakes, sees the hang-up and exits
             thread = threading.Thread(
                 target=self._serve_client, args=(conn,), name="tickwork-client", daemon=True
             )
             thread.start()
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
 
+    def _make_room(self) -> socket.socket | object | None:
+        """Free a slot if all are taken (call with ``_clients_lock`` held).
+
+        Returns None when a slot is free, the evicted connection (the one waiting longest
+        for a request line), or ``_FULL`` when every slot is busy handling or streaming.
+        """
+        if len(self._clients) < MAX_CLIENTS:
+            return None
+        waiting = [(since, conn) for conn, since in self._clients.items() if since is not None]
+        if not waiting:
+            return _FULL
+        _, oldest = min(waiting, key=lambda item: item[0])
+        del self._clients[oldest]
+        self.dropped += 1
+        return oldest
+
     def _serve_client(self, conn: socket.socket) -> None:
         try:
-            for line in _lines(conn):
-                if line is None:
+            for line in _lines(conn, self.idle_timeout):
+                if isinstance(line, _Dropped):
                     self._count_refused()
-                    _send(conn, error_reply("too_large", f"request line over {MAX_LINE} bytes"))
+                    _send(conn, error_reply(line.code, line.message))
                     return
+                if not self._set_waiting(conn, None):
+                    return  # evicted meanwhile
                 reply, then = self._handle(line)
                 if not reply["ok"]:
                     self._count_refused()
@@ -200,15 +237,25 @@ class ControlServer:
                 if then == "subscribe":
                     self._stream(conn)
                     return
+                if not self._set_waiting(conn, time.monotonic()):
+                    return
         except OSError:
-            pass  # the client went away
+            pass  # the client went away, or was too slow to take its reply
         except Exception:
             log.exception("control client handler failed")
         finally:
             with self._clients_lock:
-                self._clients.discard(conn)
+                self._clients.pop(conn, None)
             with contextlib.suppress(OSError):
                 conn.close()
+
+    def _set_waiting(self, conn: socket.socket, since: float | None) -> bool:
+        """Mark ``conn`` waiting for a request (or busy); False if it was evicted."""
+        with self._clients_lock:
+            if conn not in self._clients:
+                return False
+            self._clients[conn] = since
+            return True
 
     def _count_refused(self) -> None:
         with self._clients_lock:
@@ -220,6 +267,8 @@ class ControlServer:
             request = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             return error_reply("bad_json", f"malformed JSON request: {exc}"), "keep"
+        except RecursionError:  # `[[[[...`: the decoder's C stack limit, not a crash
+            return error_reply("bad_json", "malformed JSON request: nested too deep"), "keep"
         if not isinstance(request, dict):
             return error_reply("bad_request", "a request must be a JSON object"), "keep"
         reply, then = self._authorised(request)
@@ -249,6 +298,9 @@ class ControlServer:
             return error_reply("closed", str(exc)), "keep"
         except TickworkError as exc:
             return error_reply("refused", str(exc)), "keep"
+        except Exception:  # a bug in an op must not cost the client its reply
+            log.exception("control op %r failed", op)
+            return error_reply("internal", f"op {op!r} failed inside the server"), "keep"
         return reply, "subscribe" if op == "subscribe" else "keep"
 
     # -- subscriptions -------------------------------------------------------------------
@@ -260,6 +312,10 @@ class ControlServer:
         try:
             while True:
                 event = sub.get()
+                if event is None:
+                    if _hung_up(conn):
+                        return  # a watcher that went away frees its slot
+                    continue
                 _send(conn, event)
                 if event.get("event") in ("closed", "dropped"):
                     return
@@ -304,34 +360,81 @@ class _Subscriber:
         except queue.Full:
             self._dropped = True  # the tick thread never waits for a slow reader
 
-    def get(self) -> dict[str, Any]:
-        """The next event to send (a ``dropped`` event once a dropped queue is drained)."""
-        while True:
-            try:
-                return self._queue.get(timeout=0.5)
-            except queue.Empty:
-                if self._dropped:
-                    return {"event": "dropped", "error": "subscriber too slow: events were lost"}
+    def get(self) -> dict[str, Any] | None:
+        """The next event to send (a ``dropped`` event once a dropped queue is drained).
+
+        None after half a second without one, so the caller can see if the client left.
+        """
+        try:
+            return self._queue.get(timeout=0.5)
+        except queue.Empty:
+            if self._dropped:
+                return {"event": "dropped", "error": "subscriber too slow: events were lost"}
+            return None
 
 
-def _lines(conn: socket.socket) -> Iterator[bytes | None]:
-    """Yield each request line of ``conn`` (None for one over ``MAX_LINE``, then stop)."""
+def _hung_up(conn: socket.socket) -> bool:
+    """Whether the client at ``conn`` has closed its end (without reading anything)."""
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+class _Dropped:
+    """Why a connection's next line will never come: too long, idle or too slow."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        self.message = message
+
+
+_FULL = object()
+
+
+def _lines(conn: socket.socket, deadline: float) -> Iterator[bytes | _Dropped]:
+    """Yield each request line of ``conn``, or a ``_Dropped`` (then stop).
+
+    Each line must arrive whole within ``deadline`` seconds of the previous one being
+    handled (or of connecting): a client trickling a byte a second is as idle as one
+    sending nothing.
+    """
     buf = b""
+    started = time.monotonic()
     while True:
         newline = buf.find(b"\n", 0, MAX_LINE + 1)
         if newline >= 0:
             yield buf[:newline]
             buf = buf[newline + 1 :]
+            started = time.monotonic()
             continue
         if len(buf) > MAX_LINE:
-            yield None
+            yield _Dropped("too_large", f"request line over {MAX_LINE} bytes")
             return
-        chunk = conn.recv(65536)
+        left = started + deadline - time.monotonic()
+        if left <= 0:
+            yield _idle(deadline, buf)
+            return
+        conn.settimeout(left)
+        try:
+            chunk = conn.recv(65536)
+        except TimeoutError:
+            yield _idle(deadline, buf)
+            return
+        finally:
+            conn.settimeout(deadline)  # for sending the reply
         if not chunk:
             if buf.strip():
                 yield buf  # a last line without its newline is still a request
             return
         buf += chunk
+
+
+def _idle(deadline: float, buf: bytes) -> _Dropped:
+    what = "sent part of a request" if buf else "sent no request"
+    return _Dropped("idle", f"dropped: {what} within {deadline:g} s")
 
 
 def _send(conn: socket.socket, reply: dict[str, Any]) -> None:

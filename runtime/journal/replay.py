@@ -8,8 +8,10 @@ it does is caught at the first tick where the state differs.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +105,7 @@ def replay(
     behaviors: Mapping[str, Behavior] | None = None,
     setup: Callable[[World], object] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    import_path: Sequence[str | Path] = (),
 ) -> ReplayReport:
     """Replay the journal at ``path`` and compare every tick's digest with the recording.
 
@@ -110,7 +113,10 @@ def replay(
     cannot be imported by name (nested functions, lambdas). ``setup(world)`` registers the
     host systems and actions the live run had (``add_system``, ``add_action``,
     ``register_component``); it must not add entities or agents, which the journal holds.
-    ``progress(done, total)`` is called as ticks are replayed.
+    ``progress(done, total)`` is called as ticks are replayed. ``import_path`` lists
+    directories to import the journal's ``module:function`` behaviours (and ``setup``) from,
+    besides ``sys.path``: a journal is data, so the directory it says its scenario lived in
+    is never searched unless listed here.
 
     Raises:
         JournalError: the journal cannot be read, or names a component type that is
@@ -125,23 +131,38 @@ def replay(
         if until_tick is not None:
             total = min(total, until_tick)
         recorded = list(reader.ticks(until_tick, states=False))
-    effects = ReplayEffects(frozenset(header.get("approval_required", ())))
-    world = rebuild(header, effects, behaviors=behaviors or {}, setup=setup)
+    with _importable(import_path):
+        effects = ReplayEffects(frozenset(header.get("approval_required", ())))
+        world = rebuild(header, effects, behaviors=behaviors or {}, setup=setup)
+        try:
+            check_behaviors(world, recorded)
+            _check_components(world, recorded)
+            inputs = replay_ticks(world, recorded, path, progress=progress, total=total)
+            return ReplayReport(
+                path=str(path),
+                ticks=len(recorded),
+                inputs=inputs,
+                agents=len(list(world.agents())),
+                wall_time=time.monotonic() - started,
+                effects=dict(effects.calls),
+                recorded_ticks=total,
+            )
+        finally:
+            world.close()
+
+
+@contextlib.contextmanager
+def _importable(dirs: Sequence[str | Path]) -> Iterator[None]:
+    """Put ``dirs`` first on ``sys.path`` while the block runs."""
+    added = [str(Path(d).resolve()) for d in dirs]
+    added = [d for d in dict.fromkeys(added) if d not in sys.path]
+    sys.path[:0] = added
     try:
-        check_behaviors(world, recorded)
-        _check_components(world, recorded)
-        inputs = replay_ticks(world, recorded, path, progress=progress, total=total)
-        return ReplayReport(
-            path=str(path),
-            ticks=len(recorded),
-            inputs=inputs,
-            agents=len(list(world.agents())),
-            wall_time=time.monotonic() - started,
-            effects=dict(effects.calls),
-            recorded_ticks=total,
-        )
+        yield
     finally:
-        world.close()
+        for entry in added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(entry)
 
 
 def replay_ticks(
@@ -222,6 +243,8 @@ def rebuild(
         raise JournalError(f"journal header is missing or has a bad setting: {exc}") from exc
     try:
         if scenario_behaviors and header.get("scenario"):
+            # Imported from sys.path (and the caller's import_path), never from the
+            # directory the journal names.
             scenario = register_scenario_behaviors(world.behaviors, header["scenario"])
             install_host(world, scenario.systems, scenario.actions)
         if setup is not None:
@@ -250,7 +273,12 @@ def check_behaviors(world: World, recorded: list[RecordedTick]) -> None:
         try:
             world.behaviors.resolve(name)
         except BehaviorNotFound as exc:
-            raise BehaviorNotFound(f"the journal's {exc}") from None
+            module = name.partition(":")[0]
+            raise BehaviorNotFound(
+                f"the journal's {exc}; if it lives in module {module!r}, replay from the"
+                " directory holding it or pass --path DIR (a journal never says where code"
+                " is imported from)"
+            ) from None
 
 
 def _check_components(world: World, recorded: list[RecordedTick]) -> None:

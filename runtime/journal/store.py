@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import sqlite3
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,14 +96,11 @@ class Journal:
         ``tickwork replay`` can call it again (only if the user allows its import).
 
         Raises:
-            JournalError: ``path`` exists (and ``overwrite`` is False) or cannot be written.
+            JournalError: ``path`` exists (and ``overwrite`` is False), is a directory, or
+                cannot be written (the message says why: no such directory, permission).
         """
         path = Path(path)
-        if path.exists():
-            if not overwrite:
-                raise JournalError(f"journal {str(path)!r} already exists")
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        _make_private_file(path, overwrite)
         try:
             conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
@@ -277,6 +275,52 @@ def _writer_lock(path: Path) -> int | None:
     return fd
 
 
+def _make_private_file(path: Path, overwrite: bool) -> None:
+    """Create ``path`` empty and 0600 (journals hold prompts and answers), or say why not.
+
+    SQLite then opens the file as it is, and gives its ``-wal`` and ``-shm`` files the
+    same mode.
+
+    Raises:
+        JournalError: naming the reason: a directory, exists, no such directory, permission.
+    """
+    where = str(path)
+    if path.is_dir():
+        raise JournalError(f"journal {where!r} is a directory: name a file inside it")
+    if path.exists() or path.is_symlink():
+        if not overwrite:
+            raise JournalError(f"journal {where!r} already exists (--force overwrites it)")
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    parent = path.parent
+    if not parent.is_dir():
+        raise JournalError(f"cannot create journal {where!r}: no directory {str(parent)!r}")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        raise JournalError(f"journal {where!r} already exists (--force overwrites it)") from None
+    except PermissionError:
+        raise JournalError(
+            f"cannot create journal {where!r}: no permission to write in {str(parent)!r}"
+        ) from None
+    except OSError as exc:
+        raise JournalError(f"cannot create journal {where!r}: {exc.strerror}") from None
+    os.fchmod(fd, 0o600)  # whatever the umask
+    os.close(fd)
+
+
+def _read_only_uri(path: Path) -> str:
+    """An SQLite URI that reads ``path`` and leaves no ``-wal``/``-shm`` beside it.
+
+    A journal closed cleanly has no ``-wal``: opened ``immutable``, SQLite creates none. A
+    killed run's ``-wal`` holds its last ticks, so then it is read (and left) as it is.
+    """
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    if not Path(f"{path}-wal").exists():
+        uri += "&immutable=1"
+    return uri
+
+
 class JournalReader:
     """A journal opened for reading (never written). ``header`` is its header dict.
 
@@ -292,7 +336,7 @@ class JournalReader:
         if self.path.stat().st_size == 0:
             raise JournalError(f"{where!r} is empty, not a tickwork journal")
         try:
-            self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            self._conn = sqlite3.connect(_read_only_uri(self.path), uri=True)
             meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{where!r} is not a readable tickwork journal: {exc}") from exc

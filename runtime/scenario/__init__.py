@@ -3,6 +3,7 @@
 """
 
 from runtime.scenario.build import build_models, build_tools, build_world, spawn_agents
+from runtime.scenario.check import MAX_AGENTS
 from runtime.scenario.load import (
     load_scenario,
     parse_scenario,
@@ -20,6 +21,7 @@ from runtime.scenario.spec import (
 )
 
 __all__ = [
+    "MAX_AGENTS",
     "AgentGroup",
     "ModelSpec",
     "Operator",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path as FilePath
 from typing import Any
@@ -136,11 +137,26 @@ def _defined_under(fn: Any, base: FilePath) -> bool:
     return isinstance(origin, str) and FilePath(origin).resolve().is_relative_to(base)
 
 
-def spawn_agents(world: World, scenario: Scenario) -> list[str]:
-    """Spawn every agent of the scenario, in file order; returns their ids."""
-    spawned = []
+def spawn_agents(
+    world: World,
+    scenario: Scenario,
+    *,
+    stop: threading.Event | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[str]:
+    """Spawn every agent of the scenario, in file order; returns their ids.
+
+    ``stop`` set ends the spawning early (Ctrl-C while 200,000 agents are spawned);
+    ``progress(n)`` is told every 1,024 agents how many are spawned so far.
+    """
+    spawned: list[str] = []
     for group in scenario.agents:
         for agent_id, message in zip(group.ids, group.messages, strict=True):
+            if len(spawned) % 1024 == 0:
+                if stop is not None and stop.is_set():
+                    return spawned
+                if progress is not None:
+                    progress(len(spawned))
             spawned.append(
                 world.spawn(
                     group.behavior,
@@ -151,4 +167,6 @@ def spawn_agents(world: World, scenario: Scenario) -> list[str]:
                     components=group.components,
                 )
             )
+    if progress is not None:
+        progress(len(spawned))
     return spawned

@@ -24,10 +24,12 @@ from typing import Any
 from runtime.scenario.toml_lines import Path, format_path, key_lines, line_of
 
 __all__ = [
+    "MAX_AGENTS",
     "Check",
     "Checker",
     "Field",
     "boolean",
+    "escape_controls",
     "integer",
     "number",
     "one_of",
@@ -39,27 +41,54 @@ __all__ = [
 Check = Callable[[Any], str | None]
 """A value check: None when the value is good, else the problem (``must be ..., got ...``)."""
 
+MAX_AGENTS = 1_000_000
+"""The most agents one scenario may start (all ``[[agents]]`` entries together, and one
+spawn step): checking builds every agent's id and message up front, so an unbounded
+``count`` would exhaust memory before anything ran."""
+
+_FLOAT_MAX = int(sys.float_info.max)
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
 def show(value: Any) -> str:
-    """A value as the TOML file spells it, for messages (``true``, ``'thnk'``, ``-1``)."""
+    """A value as the TOML file spells it, for messages (``true``, ``'thnk'``, ``-1``).
+
+    Long values are cut short (an integer of 4,000 digits is shown by its size).
+    """
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):
         return "a table"
     if isinstance(value, list):
         return "an array"
-    return repr(value)
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"an integer of {len(str(abs(value)))} digits"
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
-def integer(minimum: int | None = None) -> Check:
-    """Check for an integer (not a boolean), at least ``minimum``."""
+def escape_controls(text: str) -> str:
+    """``text`` with control and other unprintable characters written as escapes.
+
+    Scenario keys and values reach the terminal in messages; an ``ESC`` in a key must not
+    recolour it, nor a newline forge a line of output.
+    """
+    if text.isprintable():
+        return text
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
+    )
+
+
+def integer(minimum: int | None = None, maximum: int | None = None) -> Check:
+    """Check for an integer (not a boolean), at least ``minimum`` and at most ``maximum``."""
     bound = "" if minimum is None else f" >= {minimum}"
+    if maximum is not None:
+        bound = f" {minimum}..{maximum:,}" if minimum is not None else f" <= {maximum:,}"
 
     def check(value: Any) -> str | None:
         ok = isinstance(value, int) and not isinstance(value, bool)
-        if ok and (minimum is None or value >= minimum):
+        if ok and (minimum is None or value >= minimum) and (maximum is None or value <= maximum):
             return None
         return f"must be an integer{bound}, got {show(value)}"
 
@@ -72,6 +101,8 @@ def number(minimum: float = 0.0, *, above: bool = False) -> Check:
 
     def check(value: Any) -> str | None:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if ok and isinstance(value, int) and abs(value) > _FLOAT_MAX:
+            return f"must be a number {bound} within float range, got {show(value)}"
         if ok and math.isfinite(value) and (value > minimum if above else value >= minimum):
             return None
         return f"must be a number {bound}, got {show(value)}"
@@ -134,7 +165,7 @@ class Checker:
         place = f"{self.where}:{line}" if line is not None else self.where
         key = format_path(path)
         text = f"{place}: {key}: {message}" if key else f"{place}: {message}"
-        self._found.append((line or 0, text))
+        self._found.append((line or 0, escape_controls(text)))
 
     def check(self, path: Path, value: Any, check: Check) -> bool:
         """Run ``check`` on ``value``; record the problem if it fails. True when good."""

@@ -30,7 +30,7 @@ The format (see ``examples/*.toml``)::
     cycle = true
 
     [[agents]]
-    count = 3
+    count = 3                           # at most MAX_AGENTS (1,000,000) in all entries
     name = "worker-{i}"                 # agent ids; {i} is the index within the entry
     message = "task {i}"
     interactive = false
@@ -50,13 +50,14 @@ The format (see ``examples/*.toml``)::
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path as FilePath
 from typing import Any
 
 from runtime.errors import ScenarioError
-from runtime.scenario.check import Checker
+from runtime.scenario.check import Checker, escape_controls
 from runtime.scenario.parse import check_scenario
 from runtime.scenario.spec import Scenario
 from runtime.world import BehaviorRegistry
@@ -103,7 +104,11 @@ def parse_scenario(
     try:
         data = tomllib.loads(source)
     except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError([f"{where}: not valid TOML: {exc}"]) from None
+        raise ScenarioError([escape_controls(f"{where}: not valid TOML: {exc}")]) from None
+    except ValueError as exc:  # an integer past Python's 4,300-digit limit for int(str)
+        raise ScenarioError([_huge_integer(source, where, exc)]) from None
+    except RecursionError:  # arrays nested thousands deep
+        raise ScenarioError([f"{where}: not valid TOML: nested too deep"]) from None
     checker = Checker(where, source, base_dir)
     scenario = check_scenario(checker, data, source, import_tools=import_tools)
     if checker.problems or scenario is None:
@@ -111,25 +116,49 @@ def parse_scenario(
     return scenario
 
 
+def _huge_integer(source: str, where: str, exc: ValueError) -> str:
+    """The problem for a TOML integer too long to convert, with its line when found."""
+    found = re.search(r"\d[\d_]{4299,}", source)
+    if found is None:
+        return escape_controls(f"{where}: not valid TOML: {exc}")
+    line = source.count("\n", 0, found.start()) + 1
+    return f"{where}:{line}: an integer of more than 4,300 digits (not a usable number)"
+
+
 def register_scenario_behaviors(
-    registry: BehaviorRegistry, scenario: Scenario | Mapping[str, Any]
+    registry: BehaviorRegistry,
+    scenario: Scenario | Mapping[str, Any],
+    *,
+    base_dir: FilePath | None = None,
 ) -> Scenario:
     """Register a scenario's behaviours under their stable names (``scenario:agents[0]``);
     returns the scenario (checked again from a journal's header).
 
     ``scenario`` is a ``Scenario`` or the header a journal stored (``{"path", "text"}``),
-    whose text is checked again (python tools are not imported: a replay runs none).
+    whose text is checked again (python tools are not imported: a replay runs none). A
+    journal is data: its ``module:function`` names are imported from ``base_dir`` (the
+    caller's choice) and ``sys.path``, never from the ``base_dir`` the journal stored.
 
     Raises:
-        ScenarioError: the stored scenario no longer checks (a module moved, say).
+        ScenarioError: the stored scenario no longer checks (a module moved, say); a module
+            that cannot be imported gets a line saying where the journal says it lived.
     """
     if not isinstance(scenario, Scenario):
         where = str(scenario.get("path") or "<journal scenario>")
-        source, base = scenario.get("text"), scenario.get("base_dir")
+        source, recorded = scenario.get("text"), scenario.get("base_dir")
         if not isinstance(source, str):
             raise ScenarioError([f"{where}: the journal stores no scenario text"])
-        base_dir = FilePath(base) if isinstance(base, str) else None
-        scenario = parse_scenario(source, where, base_dir=base_dir, import_tools=False)
+        try:
+            scenario = parse_scenario(source, where, base_dir=base_dir, import_tools=False)
+        except ScenarioError as exc:
+            problems = list(exc.problems)
+            if isinstance(recorded, str) and any("cannot import" in p for p in problems):
+                problems.append(
+                    f"{where}: the journal says this scenario lived in {recorded!r}, but a"
+                    " journal never makes tickwork import code from a directory it names:"
+                    f" if you trust that code, replay from there or pass --path {recorded!r}"
+                )
+            raise ScenarioError(problems) from None
     registry.update(scenario.behaviors)
     return scenario
 

@@ -13,6 +13,7 @@ from runtime.scenario.check import Checker, show, text
 from runtime.scenario.host import parse_actions, parse_components, parse_systems
 from runtime.scenario.spec import (
     AGENT_FIELDS,
+    MAX_AGENTS,
     MODEL_FIELDS,
     OPERATOR_FIELDS,
     TOOL_FIELDS,
@@ -60,6 +61,7 @@ class _Parser:
         self.checker = checker
         self.import_tools = import_tools
         self.behaviors: dict[str, Behavior] = {}
+        self.broken: set[tuple[str, str]] = set()  # ("tools", name) declared with a problem
 
     def scenario(self, data: dict[str, Any], where: str, source: str) -> Scenario | None:
         """The whole scenario, or None when a problem was found."""
@@ -107,6 +109,10 @@ class _Parser:
             table = self.checker.table((key, name), raw)
             if table is not None and (spec := build((key, name), name, table)) is not None:
                 found[name] = spec
+            else:
+                # Declared but broken (already reported): a step naming it is not also told
+                # the name is unknown, a second and wrong error.
+                self.broken.add((key, name))
         return found
 
     def tool(self, path: Path, name: str, table: dict[str, Any]) -> ToolSpec | None:
@@ -133,8 +139,11 @@ class _Parser:
                 return None
             return spec
         if kind == "shell":
-            for index, item in enumerate(value):
-                checker.template((*path, "shell", index), item, None)
+            good = [
+                checker.template((*path, "shell", n), item, None) for n, item in enumerate(value)
+            ]
+            if not all(good):
+                return None
             return dataclasses.replace(spec, argv=tuple(value))
         fn = checker.target((*path, "python"), value, "tool") if self.import_tools else None
         return dataclasses.replace(spec, fn=fn)
@@ -159,16 +168,32 @@ class _Parser:
         if not isinstance(raw, list):
             checker.problem(("agents",), "must be an array of tables: write [[agents]]")
             return ()
+        arguments = {name: _tool_arguments(spec) for name, spec in tools.items()}
+        for key, name in self.broken:
+            if key == "tools":
+                arguments.setdefault(name, None)  # any arguments: its table has the problem
+        broken_models = {name for key, name in self.broken if key == "models"}
         ctx = ScriptContext(
             checker,
-            {name: _tool_arguments(spec) for name, spec in tools.items()},
-            set(models),
+            arguments,
+            set(models) | broken_models,
             self._register,
             lambda path, target: checker.target(path, target, "behaviour"),
         )
         groups: list[AgentGroup] = []
         owners: dict[str, int] = {}
+        total = 0
         for index, item in enumerate(raw):
+            count = item.get("count", 1) if isinstance(item, dict) else 0
+            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                total += count
+                if total > MAX_AGENTS:
+                    checker.problem(
+                        ("agents", index, "count"),
+                        f"the scenario would start {total:,} agents or more, over the"
+                        f" maximum of {MAX_AGENTS:,}",
+                    )
+                    return tuple(groups)
             table = checker.table(("agents", index), item)
             if table is not None:
                 group = self.agent(ctx, index, table, owners)

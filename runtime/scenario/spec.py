@@ -7,12 +7,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.cluster import BACKENDS
-from runtime.scenario.check import Field, boolean, integer, number, one_of, string_list, text
+from runtime.scenario.check import (
+    MAX_AGENTS,
+    Field,
+    boolean,
+    integer,
+    number,
+    one_of,
+    string_list,
+    text,
+)
 from runtime.scenario.steps import Step
 from runtime.world import Behavior
 
+MAX_CAPACITY = 100_000
+"""The most slots a lane may have (``tool_capacity``, ``inference_capacity``)."""
+
 __all__ = [
     "AGENT_FIELDS",
+    "MAX_AGENTS",
+    "MAX_CAPACITY",
     "MODEL_FIELDS",
     "OPERATOR_FIELDS",
     "POLICIES",
@@ -30,16 +44,16 @@ __all__ = [
 WORLD_FIELDS: dict[str, Field] = {
     "seed": Field(integer(), 0),
     "clock": Field(one_of("real", "virtual"), "real"),
-    "tool_capacity": Field(integer(1), 8),
-    "inference_capacity": Field(integer(1), 8),
+    "tool_capacity": Field(integer(1, MAX_CAPACITY), 8),
+    "inference_capacity": Field(integer(1, MAX_CAPACITY), 8),
     "interaction_timeout_secs": Field(number(0.0), 3600.0),
     "max_ticks": Field(integer(1), 1_000_000),
     "time_limit": Field(number(0.0, above=True), None),
     # What runs the tool jobs (runtime.cluster): the lane's threads, or a Dask cluster.
     "lane_backend": Field(one_of(*BACKENDS), "threads"),
     "scheduler_address": Field(text, None),  # lane_backend = "dask" only
-    "workers": Field(integer(1), 2),  # lane_backend = "dask-local" only
-    "retries": Field(integer(0), 0),  # Dask's re-runs of a raising job; off by default
+    "workers": Field(integer(1, 1024), 2),  # lane_backend = "dask-local" only
+    "retries": Field(integer(0, 1000), 0),  # Dask's re-runs of a raising job; off by default
 }
 TOOL_KINDS = ("python", "shell", "sleep", "ask_user")
 TOOL_FIELDS: dict[str, Field] = {
@@ -57,7 +71,7 @@ MODEL_FIELDS: dict[str, Field] = {
     "cycle": Field(boolean, True),
 }
 AGENT_FIELDS: dict[str, Field] = {
-    "count": Field(integer(0), 1),
+    "count": Field(integer(0, MAX_AGENTS), 1),
     "name": Field(text, None),
     "message": Field(text, None),
     "interactive": Field(boolean, False),

@@ -26,6 +26,7 @@ from typing import Any, TypeAlias
 
 from components import InteractionRequest, InteractionResponse, ToolCall, ToolResult
 from runtime.scenario.check import (
+    MAX_AGENTS,
     Checker,
     Field,
     boolean,
@@ -119,7 +120,7 @@ _MODIFIERS: dict[str, dict[str, Field]] = {
     "spawn": {
         "message": Field(text, ""),
         "name": Field(text, ""),
-        "count": Field(integer(1), 1),
+        "count": Field(integer(1, MAX_AGENTS), 1),
         "join": Field(boolean, True),
     },
     "finish": {},

@@ -89,6 +89,7 @@ class _Scanner:
             path = (*path, key)
             last = n == len(keys) - 1
             if last and many:
+                self.note(path, start)  # the array itself: `[[agent]]`, a typo, has a line
                 index = self._aot.get(path, -1) + 1
                 self._aot[path] = index
                 # A new entry: forget the entries of arrays nested in the previous one.

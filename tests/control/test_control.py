@@ -119,13 +119,6 @@ def test_the_socket_is_born_0600_not_tightened_after_binding(monkeypatch, state)
     assert mode == 0o600, oct(mode)
 
 
-def test_a_loose_existing_state_dir_is_tightened_to_0700(state):
-    state.mkdir(mode=0o755, parents=True)
-    os.chmod(state, 0o755)
-    with World(interaction_timeout_secs=0) as world, ControlServer(world, state):
-        assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
-
-
 def test_the_token_is_random_per_server(state):
     tokens = []
     for _ in range(2):
@@ -163,6 +156,8 @@ def test_each_bad_request_gets_a_clear_error_and_the_connection_keeps_serving(se
         (b"{not json", "bad_json"),
         (b"\xff\xfe", "bad_json"),
         (b"[1, 2]", "bad_request"),
+        (b"[" * 50_000, "bad_json"),  # too deep for the decoder: a reply, not a crash
+        (b'{"a": ' * 8_000 + b"1" + b"}" * 8_000, "bad_json"),
         (json.dumps({"token": token}).encode(), "missing_field"),
         (json.dumps({"token": token, "op": "fly"}).encode(), "unknown_op"),
         (json.dumps({"token": token, "op": "pause"}).encode(), "missing_field"),
@@ -203,17 +198,35 @@ def test_an_oversized_line_is_refused_and_other_clients_are_still_served(served)
         assert steady.request("ping")["ok"] is True
 
 
-def test_one_client_too_many_gets_a_busy_reply(served):
+def test_a_client_past_a_full_house_of_idle_ones_is_served_and_evicts_the_oldest(served):
     socks = []
     try:
         for n in range(1, MAX_CLIENTS + 1):
             socks.append(served.raw())
-            wait_for(lambda n=n: len(served.server._clients) == n, what=f"client {n}")
-        with served.client() as client, pytest.raises(ControlError, match="too many clients"):
-            client.request("ping")
+            wait_for(lambda n=n: served.server.accepted == n, what=f"client {n}")
+        with served.client() as client:
+            assert client.request("ping")["ok"] is True
+        assert socks[0].recv(1) == b""  # the longest idle was let go to make room
+        assert served.server.dropped == 1
     finally:
         for sock in socks:
             sock.close()
+    wait_for(lambda: len(served.server._clients) == 0, what="the clients to be let go")
+
+
+def test_one_client_past_a_full_house_of_subscribers_gets_a_busy_reply(served):
+    clients = []
+    try:
+        for _ in range(MAX_CLIENTS):
+            client = served.client()
+            clients.append(client)
+            client.request("subscribe")
+        wait_for(lambda: len(served.server._subscribers) == MAX_CLIENTS, what="subscribers")
+        with served.client() as client, pytest.raises(ControlError, match="too many clients"):
+            client.request("ping")
+    finally:
+        for client in clients:
+            client.close()
     wait_for(lambda: len(served.server._clients) == 0, what="the clients to be let go")
     with served.client() as client:
         assert client.request("ping")["ok"] is True
@@ -350,6 +363,7 @@ def test_a_refusal_sent_before_the_client_speaks_is_read_not_lost(state):
     reply explaining why is already waiting and must be what the caller sees."""
     state.mkdir(mode=0o700)
     (state / "token").write_text("t0k3n\n")
+    os.chmod(state / "token", 0o600)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(state / "control.sock"))
     listener.listen(1)

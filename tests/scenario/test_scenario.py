@@ -57,7 +57,7 @@ MISTAKES = [
     ),
     pytest.param(
         "[world]\ntool_capacity = 0\n" + AGENT,
-        "s.toml:6: world.tool_capacity: must be an integer >= 1, got 0",
+        "s.toml:6: world.tool_capacity: must be an integer 1..100,000, got 0",
         id="zero-capacity",
     ),
     pytest.param(
@@ -67,7 +67,7 @@ MISTAKES = [
     ),
     pytest.param(
         '[[agents]]\ncount = -2\nsteps = [{ think = "x" }]\n',
-        "s.toml:6: agents[0].count: must be an integer >= 0, got -2",
+        "s.toml:6: agents[0].count: must be an integer 0..1,000,000, got -2",
         id="negative-count",
     ),
     pytest.param(
@@ -244,7 +244,7 @@ def test_every_problem_is_reported_at_once_in_line_order():
     )
     assert found == [
         "s.toml:6: world.clock: must be one of 'real', 'virtual', got 'fast'",
-        "s.toml:8: agents[0].count: must be an integer >= 0, got -1",
+        "s.toml:8: agents[0].count: must be an integer 0..1,000,000, got -1",
         "s.toml:9: agents[0].steps[0]: unknown step 'thnk' (did you mean 'think'?)",
     ]
 
