@@ -126,6 +126,8 @@ class Summary:
     prompts: dict[str, Any]
     journal: str | None = None
     backend: str = ""
+    digest: str = ""  # the world's state digest at the end
+    lockstep: bool = False  # whether outcomes landed in lockstep (then: same every run)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -161,6 +163,8 @@ def summarize(
         prompts=data["prompts"],
         journal=journal,
         backend=describe_backend(world.backend_info()),
+        digest=world.digest(),
+        lockstep=world.lockstep,
     )
 
 
@@ -189,6 +193,9 @@ def render_summary(summary: Summary) -> RenderableType:
         table.add_row("tool runner", summary.backend)
     if summary.journal:
         table.add_row("journal", summary.journal)
+    if summary.digest:
+        how = "lockstep: the same on every run" if summary.lockstep else "as soon as possible"
+        table.add_row("digest", f"{summary.digest} ({how})")
     title = f"{summary.scenario}: {summary.ended}"
     return Panel(table, title=title, title_align="left", expand=False)
 

@@ -32,9 +32,12 @@ def build_tools(scenario: Scenario, *, ship_by_value: bool = False) -> ToolRegis
             fn = spec.fn
             if ship_by_value and base is not None and _defined_under(fn, base):
                 fn = ShippedByValue(fn)
-            tools.tool(spec.name, timeout=spec.timeout, requires_approval=spec.requires_approval)(
-                fn
-            )
+            tools.tool(
+                spec.name,
+                timeout=spec.timeout,
+                requires_approval=spec.requires_approval,
+                virtual_duration=spec.virtual_duration,
+            )(fn)
             continue
         if spec.kind == "shell":
             tool = ShellTool(
@@ -45,6 +48,7 @@ def build_tools(scenario: Scenario, *, ship_by_value: bool = False) -> ToolRegis
         else:
             tool = AskUserTool(spec.name, timeout=spec.timeout)
         tool.requires_approval = spec.requires_approval
+        tool.virtual_duration = spec.virtual_duration
         tools.add(tool)
     return tools
 
@@ -59,7 +63,12 @@ def build_world(scenario: Scenario, *, journal: Recorder | None = None) -> World
     settings = scenario.world
     clock = ManualClock() if settings.clock == "virtual" else MonotonicClock()
     models: dict[str, Model] = {
-        name: ScriptedModel(list(spec.replies), delay=spec.delay, cycle=spec.cycle)
+        name: ScriptedModel(
+            list(spec.replies),
+            delay=spec.delay,
+            cycle=spec.cycle,
+            virtual_duration=spec.virtual_duration,
+        )
         for name, spec in scenario.models.items()
     }
     tools = build_tools(scenario, ship_by_value=settings.lane_backend != "threads")
@@ -79,6 +88,7 @@ def build_world(scenario: Scenario, *, journal: Recorder | None = None) -> World
         models=models,
         journal=journal,
         tool_executor=backend,
+        lockstep=settings.lockstep,  # None: on exactly when the clock is virtual
     )
     register_scenario_behaviors(world.behaviors, scenario)
     return world

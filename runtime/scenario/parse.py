@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import string
 from collections.abc import Mapping
@@ -108,7 +109,13 @@ class _Parser:
         value = values[kind]
         if value is None:
             return None  # its check failed: already reported
-        spec = ToolSpec(name, kind, values["timeout"], values["requires_approval"])
+        spec = ToolSpec(
+            name,
+            kind,
+            values["timeout"],
+            values["requires_approval"],
+            virtual_duration=float(values["virtual_duration"]),
+        )
         if kind in ("sleep", "ask_user"):
             if value is not True:
                 checker.problem((*path, kind), f"must be true to declare a {kind} tool, got false")
@@ -117,9 +124,9 @@ class _Parser:
         if kind == "shell":
             for index, item in enumerate(value):
                 checker.template((*path, "shell", index), item, None)
-            return ToolSpec(name, kind, spec.timeout, spec.requires_approval, argv=tuple(value))
+            return dataclasses.replace(spec, argv=tuple(value))
         fn = checker.target((*path, "python"), value, "tool") if self.import_tools else None
-        return ToolSpec(name, kind, spec.timeout, spec.requires_approval, fn=fn)
+        return dataclasses.replace(spec, fn=fn)
 
     def model(self, path: Path, name: str, table: dict[str, Any]) -> ModelSpec | None:
         """One ``[models.NAME]`` table, or None when it has a problem."""
@@ -128,7 +135,13 @@ class _Parser:
             if "replies" not in table:
                 self.checker.problem(path, "a model needs `replies`, an array of strings")
             return None
-        return ModelSpec(name, tuple(values["replies"]), float(values["delay"]), values["cycle"])
+        return ModelSpec(
+            name,
+            tuple(values["replies"]),
+            float(values["delay"]),
+            values["cycle"],
+            float(values["virtual_duration"]),
+        )
 
     def agents(
         self, raw: Any, tools: Mapping[str, ToolSpec], models: Mapping[str, ModelSpec]

@@ -40,6 +40,8 @@ WORLD_FIELDS: dict[str, Field] = {
     "scheduler_address": Field(text, None),  # lane_backend = "dask" only
     "workers": Field(integer(1), 2),  # lane_backend = "dask-local" only
     "retries": Field(integer(0), 0),  # Dask's re-runs of a raising job; off by default
+    # Lockstep delivery (World's `lockstep`); unset: on exactly when the clock is virtual.
+    "lockstep": Field(boolean, None),
 }
 TOOL_KINDS = ("python", "shell", "sleep", "ask_user")
 TOOL_FIELDS: dict[str, Field] = {
@@ -49,11 +51,13 @@ TOOL_FIELDS: dict[str, Field] = {
     "ask_user": Field(boolean, None),
     "timeout": Field(number(0.0, above=True), None),
     "requires_approval": Field(boolean, False),
+    "virtual_duration": Field(number(0.0), 0.0),  # world seconds a call takes in lockstep
 }
 MODEL_FIELDS: dict[str, Field] = {
     "replies": Field(string_list, None),
     "delay": Field(number(0.0), 0.0),
     "cycle": Field(boolean, True),
+    "virtual_duration": Field(number(0.0), 0.0),  # world seconds a reply takes in lockstep
 }
 AGENT_FIELDS: dict[str, Field] = {
     "count": Field(integer(0), 1),
@@ -86,6 +90,7 @@ class WorldSettings:
     scheduler_address: str | None = None
     workers: int = 2
     retries: int = 0
+    lockstep: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +103,7 @@ class ToolSpec:
     requires_approval: bool = False
     argv: tuple[str, ...] = ()
     fn: Any = None
+    virtual_duration: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +114,7 @@ class ModelSpec:
     replies: tuple[str, ...]
     delay: float = 0.0
     cycle: bool = True
+    virtual_duration: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,15 @@ from components import ToolCall, ToolResult
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError
 from runtime.lane.deadlines import schedule
-from runtime.tools.base import SupportsAsk, Tool, ToolBase, ToolContext, ToolFunction, check_timeout
+from runtime.tools.base import (
+    SupportsAsk,
+    Tool,
+    ToolBase,
+    ToolContext,
+    ToolFunction,
+    check_timeout,
+    check_virtual_duration,
+)
 
 __all__ = ["ToolRegistry"]
 
@@ -36,9 +44,14 @@ class _FunctionTool(ToolBase):
     __slots__ = ("fn",)
 
     def __init__(
-        self, name: str, fn: ToolFunction, timeout: float | None, requires_approval: bool
+        self,
+        name: str,
+        fn: ToolFunction,
+        timeout: float | None,
+        requires_approval: bool,
+        virtual_duration: float = 0.0,
     ) -> None:
-        super().__init__(name, timeout, requires_approval, local_only=False)
+        super().__init__(name, timeout, requires_approval, False, virtual_duration)
         self.fn = fn
 
     def __call__(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
@@ -62,6 +75,7 @@ class ToolRegistry:
         *,
         timeout: float | None = None,
         requires_approval: bool = False,
+        virtual_duration: float = 0.0,
     ) -> Callable[[F], F]: ...
     def tool(
         self,
@@ -69,22 +83,29 @@ class ToolRegistry:
         *,
         timeout: float | None = None,
         requires_approval: bool = False,
+        virtual_duration: float = 0.0,
     ) -> F | Callable[[F], F]:
         """Register a function ``fn(args, ctx) -> JSON value`` as a tool; a decorator.
 
         The tool's name defaults to the function's name; the function is returned unchanged
-        (so a module-level tool function still pickles by reference).
+        (so a module-level tool function still pickles by reference). ``virtual_duration``
+        is the world time a call takes in a lockstep world (see `World`'s ``lockstep``).
 
         Raises:
-            ConfigError: the name is taken or empty, or ``timeout`` is not positive.
+            ConfigError: the name is taken or empty, ``timeout`` is not positive, or
+                ``virtual_duration`` is not a finite number >= 0.
         """
         if callable(name):  # used bare: @registry.tool
             self.add(_FunctionTool(name.__name__, name, timeout, requires_approval))
             return name
         tool_name = name
+        check_virtual_duration(virtual_duration)  # at the call, not when it decorates
 
         def register(fn: F) -> F:
-            self.add(_FunctionTool(tool_name or fn.__name__, fn, timeout, requires_approval))
+            tool = _FunctionTool(
+                tool_name or fn.__name__, fn, timeout, requires_approval, virtual_duration
+            )
+            self.add(tool)
             return fn
 
         return register
@@ -115,6 +136,21 @@ class ToolRegistry:
         """Whether calling ``name`` needs a person's approval first (False if unknown)."""
         tool = self._tools.get(name)
         return tool is not None and tool.requires_approval
+
+    def lockstep_bounds(self, calls: Sequence[ToolCall]) -> tuple[float, float | None]:
+        """The world time a batch of ``calls`` takes in lockstep (the sum of its tools'
+        ``virtual_duration``) and the real time it may run (the sum of their timeouts; None
+        when one has none). An unknown tool takes no time: its call fails at once."""
+        duration = 0.0
+        budget: float | None = 0.0
+        for call in calls:
+            tool = self._tools.get(call.name)
+            if tool is None:
+                continue
+            duration += getattr(tool, "virtual_duration", 0.0)
+            if budget is not None:
+                budget = None if tool.timeout is None else budget + tool.timeout
+        return duration, budget
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

@@ -8,7 +8,7 @@ registry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -23,6 +23,7 @@ from runtime.models.base import Model, ModelRequest
 from runtime.tools.base import SupportsAsk
 from runtime.tools.registry import ToolRegistry
 from runtime.world.inputs import EffectFailed, Inbox
+from runtime.world.lockstep import Lockstep
 
 __all__ = ["HubRef", "LiveEffects", "ToolBatch"]
 
@@ -88,6 +89,10 @@ class LiveEffects:
     ``tools_can_ask`` says whether tool jobs get the hub: only when the tool lane runs jobs
     on its own threads, where a waiting ``ask`` steps off the lane. Jobs for an executor
     lane (threads that are not the lane's, or another process) get none.
+
+    With ``lockstep``, every job is tracked there before it is submitted, due at the tick's
+    time (``now()``) plus its virtual duration: a batch takes the sum of its tools'
+    ``virtual_duration``, a model call its model's (see `runtime.world.lockstep`).
     """
 
     def __init__(
@@ -100,6 +105,8 @@ class LiveEffects:
         tools: ToolRegistry,
         models: Mapping[str, Model],
         tools_can_ask: bool = True,
+        lockstep: Lockstep | None = None,
+        now: Callable[[], float] | None = None,
     ) -> None:
         self._inbox = inbox
         self._hub = hub
@@ -108,6 +115,8 @@ class LiveEffects:
         self._tools = tools
         self._models = models
         self._tool_hub = HubRef(hub) if tools_can_ask else None
+        self._lockstep = lockstep
+        self._now = now if now is not None else _time_zero
 
     def think(self, agent_id: str, ref: str, request: ModelRequest, cancel: CancelToken) -> None:
         model = self._models.get(request.model)
@@ -118,13 +127,32 @@ class LiveEffects:
             return
         call = ToolCall(ref, f"model:{request.model}")
         run = partial(_complete, model, request, ref)
-        self._inference_lane.submit(ToolJob(agent_id, ref, run, (call,), cancel))
+        job = ToolJob(agent_id, ref, run, (call,), cancel)
+        # A model call has no bound of its own here: a provider bounds its own requests.
+        self._submit(self._inference_lane, job, getattr(model, "virtual_duration", 0.0), None)
 
     def run_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
     ) -> None:
         run = ToolBatch(self._tools, calls, agent_id, self._tool_hub)
-        self._tool_lane.submit(ToolJob(agent_id, ref, run, calls, cancel))
+        job = ToolJob(agent_id, ref, run, calls, cancel)
+        if self._lockstep is None:
+            self._tool_lane.submit(job)
+            return
+        duration, budget = self._tools.lockstep_bounds(calls)
+        self._submit(self._tool_lane, job, duration, budget)
+
+    def _submit(self, lane: ToolLane, job: ToolJob, duration: float, budget: float | None) -> None:
+        lockstep = self._lockstep
+        if lockstep is None:
+            lane.submit(job)
+            return
+        tracked = lockstep.track(job, due=self._now() + duration, budget=budget)
+        try:
+            lane.submit(tracked)
+        except BaseException:
+            lockstep.untrack(job)
+            raise
 
     def open_prompt(self, agent_id: str, request: InteractionRequest) -> None:
         try:
@@ -143,6 +171,10 @@ class LiveEffects:
 
     def requires_approval(self, tool: str) -> bool:
         return self._tools.requires_approval(tool)
+
+
+def _time_zero() -> float:
+    return 0.0
 
 
 def _complete(
