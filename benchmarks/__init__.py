@@ -7,7 +7,7 @@ and peer implementations live in `benchmarks.peers`. Not collected by the test r
 """
 
 # The order of the issue's table; importing a module registers its benchmarks.
-from . import hubs, lanes, memory, replays, ticks, wakeups, workloads  # noqa: F401
+from . import hubs, lanes, lockstep, memory, replays, ticks, wakeups, workloads  # noqa: F401
 from .harness import BENCHMARKS
 
 ORDER = (
@@ -20,6 +20,7 @@ ORDER = (
     "vs_asyncio",
     "replay_speed",
     "memory_per_agent",
+    "lockstep_cost",
 )
 
 assert set(ORDER) == set(BENCHMARKS), sorted(set(ORDER) ^ set(BENCHMARKS))

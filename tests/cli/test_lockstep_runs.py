@@ -44,7 +44,7 @@ def test_a_lockstep_scenario_is_the_same_run_in_every_process_under_any_load(nam
     with JournalReader(journal) as reader:
         recorded = [tick.digest for tick in reader.ticks()]
     assert first["ended"] == summary["ended"] == "finished"
-    assert summary["lockstep"] is True
     assert first["ticks"] == summary["ticks"] == len(recorded)
     assert first["digests"] == recorded  # the same digest after every tick
     assert summary["digest"] == recorded[-1]
+    assert summary["lockstep"] is True
