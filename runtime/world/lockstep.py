@@ -147,7 +147,7 @@ class Lockstep:
     """The slots of every job in flight, and the settle/release steps of a lockstep tick.
 
     ``track`` and ``settle``/``release`` run on the tick thread; ``outcome``, ``ended`` and
-    ``hub_event`` on any thread (lane workers, the hub's callers).
+    ``caused`` on any thread (lane workers, the hub's callers).
     """
 
     def __init__(self, inbox: Inbox) -> None:
@@ -316,8 +316,9 @@ class Lockstep:
             slot.ended = True
             self._wake_if(slot)
 
-    def hub_event(self, event: object) -> bool:
-        """Hold a prompt event that a tracked job caused; False if it is not one."""
+    def caused(self, event: object) -> bool:
+        """Hold an input a tracked job's own thread caused (a prompt event, a post), or the
+        settlement of a prompt whose opening is held; False if it is neither."""
         entry = getattr(_lane_slot, "slot", None)
         job = getattr(entry, "job", None)
         cls = type(event)

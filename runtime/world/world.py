@@ -283,8 +283,15 @@ class World(RunLoop):
         return True
 
     def post(self, item: object) -> int:
-        """Put a raw input into the inbox (an outcome, a prompt event); returns its seq."""
+        """Put a raw input into the inbox (an outcome, a prompt event); returns its seq.
+
+        In lockstep, an input posted by a lane job is held with the job's outcome and lands
+        at a tick fixed by the run; its seq is then 0 (it gets its number when it lands).
+        """
         self._check_open()
+        lockstep = self._lockstep
+        if lockstep is not None and lockstep.caused(item):
+            return 0
         return self._inbox.put(item)
 
     # -- reads: whole ticks only ---------------------------------------------------------
@@ -392,7 +399,7 @@ class World(RunLoop):
     def _hub_event(self, event: object) -> None:
         # Lockstep's hub listener: a prompt event a lane job caused waits in its slot.
         lockstep = self._lockstep
-        if lockstep is None or not lockstep.hub_event(event):
+        if lockstep is None or not lockstep.caused(event):
             self._inbox.put(event)
 
     def _tick_time(self) -> float:
