@@ -231,8 +231,9 @@ class Lockstep:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
-                self._give_up_overdue()
                 running = self._running
+                if running:
+                    self._give_up_overdue()
                 for seq in [s for s, slot in running.items() if slot.quiet()]:
                     del running[seq]
                 if not running or self._closed:
@@ -252,6 +253,9 @@ class Lockstep:
         Call after ``settle``. Returns how many inputs were put.
         """
         with self._cond:
+            heap = self._due
+            if not (self._evented or self._dropped or self._held or (heap and heap[0][0] <= now)):
+                return 0  # the common idle tick: nothing to release
             items: list[object] = []
             if self._evented:
                 for seq in sorted(self._evented):
@@ -263,7 +267,7 @@ class Lockstep:
             for slot in self._dropped:
                 self._retire(slot)
             self._dropped.clear()
-            heap, held = self._due, self._held
+            held = self._held
             while heap and heap[0][0] <= now:
                 slot = heapq.heappop(heap)[2]
                 if not slot.released:
