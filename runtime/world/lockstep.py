@@ -207,10 +207,6 @@ class Lockstep:
                     slot.abandoned = True
                     self._wake_if(slot)
 
-    def fresh(self) -> bool:
-        """Whether a job was dispatched or resumed since the last settle (tick thread)."""
-        return self._fresh
-
     def can_move(self, now: float) -> bool:
         """Whether a tick at ``now`` would release something (after ``fresh`` is clear)."""
         if self._fresh:

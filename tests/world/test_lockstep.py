@@ -325,3 +325,33 @@ def test_a_bad_virtual_duration_is_refused_naming_it():
         tools.tool(virtual_duration=-1.0)
     with pytest.raises(ValueError, match="`virtual_duration` must be a finite number >= 0"):
         ScriptedModel(["x"], virtual_duration=float("nan"))
+
+
+def test_a_journal_of_a_lockstep_run_replays(tmp_path):
+    from runtime import Journal, replay
+    from tests import journal_behaviors as jb
+
+    path = tmp_path / "run.db"
+    world = World(
+        seed=3,
+        clock=ManualClock(),
+        tools=jb.make_tools(),
+        models=jb.scripted_models(),
+        journal=Journal.create(path),
+    )
+    try:
+        for i in range(4):
+            world.spawn(jb.worker, f"t{i}")
+        world.call_at(
+            0.5,
+            lambda: [
+                world.hub.answer(InteractionResponse.text(request.id, "go"))
+                for _owner, request in world.hub.pending()
+            ],
+        )
+        world.run_until_idle(timeout=WAIT)
+        ticks = world.tick_count
+    finally:
+        world.close()
+    report = replay(path)
+    assert report.ticks == ticks and report.effects.get("run_tools") == 4
