@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     host_ecs,
     hubs,
     lanes,
+    lockstep,
     memory,
     replays,
     resumes,
@@ -36,6 +37,7 @@ ORDER = (
     "telemetry_step_throughput",
     "host_system",
     "village_fps",
+    "lockstep_cost",
 )
 
 assert set(ORDER) == set(BENCHMARKS), sorted(set(ORDER) ^ set(BENCHMARKS))

@@ -42,6 +42,7 @@ def test_every_benchmark_of_the_issue_is_registered_once_in_the_issues_order():
         "telemetry_step_throughput",
         "host_system",
         "village_fps",
+        "lockstep_cost",
     ]
     assert set(BENCHMARKS) == set(ORDER)
 

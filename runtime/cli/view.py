@@ -127,6 +127,8 @@ class Summary:
     journal: str | None = None
     backend: str = ""
     errors: list[dict[str, str]] = field(default_factory=list)  # every failed agent's message
+    digest: str = ""  # the world's state digest at the end
+    lockstep: bool = False  # whether outcomes landed in lockstep (then: same every run)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -163,6 +165,8 @@ def summarize(
         journal=journal,
         backend=describe_backend(world.backend_info()),
         errors=_errors(world) if counts[StatusKind.ERROR] else [],
+        digest=world.digest(),
+        lockstep=world.lockstep,
     )
 
 
@@ -201,6 +205,9 @@ def render_summary(summary: Summary) -> RenderableType:
         table.add_row("tool runner", summary.backend)
     if summary.journal:
         table.add_row("journal", Text(summary.journal))
+    if summary.digest:
+        how = "lockstep: the same on every run" if summary.lockstep else "as soon as possible"
+        table.add_row("digest", f"{summary.digest} ({how})")
     for n, error in enumerate(summary.errors[:SHOWN_ERRORS]):
         # Text, not a markup string: an error message may hold "[...]" or escapes.
         shown = Text(f"{error['agent']}: {escape_controls(error['message'])}", style="red")

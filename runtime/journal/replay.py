@@ -238,6 +238,8 @@ def rebuild(
             behaviors=behaviors,
             effects=effects,
             track_digests=True,
+            # A resumed world goes on delivering as the run did (None: the clock decides).
+            lockstep=header.get("lockstep"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise JournalError(f"journal header is missing or has a bad setting: {exc}") from exc

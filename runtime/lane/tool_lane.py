@@ -71,7 +71,9 @@ class ToolLane(LaneCore):
 
     Each finished job's `ToolOutcome` goes to ``on_outcome`` and then nudges ``wake``, both
     before the job stops counting as in flight: ``stats().in_flight == 0`` means every outcome
-    has been delivered. A job cancelled while running, or one that raises `Cancelled`, is
+    has been delivered. ``on_end`` hears of every started job that ended, however it ended
+    (finished, failed, dropped), after its outcome went to ``on_outcome``: a lockstep world
+    waits for exactly that. A job cancelled while running, or one that raises `Cancelled`, is
     dropped (nothing delivered); one that raises anything else delivers one error result per
     call in ``job.calls``.
 
@@ -91,6 +93,7 @@ class ToolLane(LaneCore):
         on_outcome: Callable[[ToolOutcome], object] | None = None,
         wake: Wake | None = None,
         idle_timeout: float = 5.0,
+        on_end: Callable[[ToolJob], object] | None = None,
     ) -> None:
         """Make a lane with ``capacity`` permits (values below 1 become 1).
 
@@ -102,6 +105,7 @@ class ToolLane(LaneCore):
         super().__init__(max(1, int(capacity)), name, executor is None)
         self._executor = executor
         self._on_outcome = on_outcome
+        self._on_end = on_end
         self._wake = wake
         self._idle_timeout = idle_timeout
         self._thread_ids = itertools.count(1)
@@ -250,6 +254,11 @@ class ToolLane(LaneCore):
                     log.exception("lane %r: on_outcome raised for %r", self._name, job.batch_id)
             if self._wake is not None:
                 self._wake.notify()
+        if self._on_end is not None:
+            try:
+                self._on_end(job)
+            except Exception:
+                log.exception("lane %r: on_end raised for %r", self._name, job.batch_id)
         return self._release(entry, kind)
 
     def _submit_to_executor(self, entry: Entry) -> None:

@@ -22,16 +22,28 @@ class ScriptedModel:
     which lane threads happen to run. An entry may be a ``ModelReply``, a string (a reply
     with no tool calls) or a function of the request. ``cycle=True`` starts over when the
     script ends; otherwise running out is an error. ``delay`` seconds of real time pass
-    before each reply (cancellable), to stand in for a slow model.
+    before each reply (cancellable), to stand in for a slow model. ``virtual_duration`` is
+    the world time a reply takes in a lockstep world (where real time takes none).
     """
 
     def __init__(
-        self, replies: Sequence[ScriptStep], *, delay: float = 0.0, cycle: bool = False
+        self,
+        replies: Sequence[ScriptStep],
+        *,
+        delay: float = 0.0,
+        cycle: bool = False,
+        virtual_duration: float = 0.0,
     ) -> None:
         if not replies:
             raise ValueError("`replies` must hold at least one reply, got none")
         if delay < 0:
             raise ValueError(f"`delay` must be >= 0, got {delay}")
+        ok = isinstance(virtual_duration, int | float) and not isinstance(virtual_duration, bool)
+        if not ok or not 0 <= virtual_duration < float("inf"):
+            raise ValueError(
+                f"`virtual_duration` must be a finite number >= 0, got {virtual_duration!r}"
+            )
+        self.virtual_duration = float(virtual_duration)
         self._replies = list(replies)
         self._delay = delay
         self._cycle = cycle

@@ -39,6 +39,7 @@ def build_tools(scenario: Scenario, *, ship_by_value: bool = False) -> ToolRegis
                 timeout=spec.timeout,
                 requires_approval=spec.requires_approval,
                 idempotent=spec.idempotent,
+                virtual_duration=spec.virtual_duration,
             )
             register(fn)
             continue
@@ -55,6 +56,7 @@ def build_tools(scenario: Scenario, *, ship_by_value: bool = False) -> ToolRegis
         else:
             tool = AskUserTool(spec.name, timeout=spec.timeout, idempotent=spec.idempotent)
         tool.requires_approval = spec.requires_approval
+        tool.virtual_duration = spec.virtual_duration
         tools.add(tool)
     return tools
 
@@ -86,6 +88,7 @@ def build_world(scenario: Scenario, *, journal: Recorder | None = None) -> World
         models=models,
         journal=journal,
         tool_executor=backend,
+        lockstep=settings.lockstep,  # None: on exactly when the clock is virtual
     )
     register_scenario_behaviors(world.behaviors, scenario)
     install_host(world, scenario.systems, scenario.actions)
@@ -95,7 +98,12 @@ def build_world(scenario: Scenario, *, journal: Recorder | None = None) -> World
 def build_models(scenario: Scenario) -> dict[str, Model]:
     """The scripted models the scenario's ``[models]`` describe, by name."""
     return {
-        name: ScriptedModel(list(spec.replies), delay=spec.delay, cycle=spec.cycle)
+        name: ScriptedModel(
+            list(spec.replies),
+            delay=spec.delay,
+            cycle=spec.cycle,
+            virtual_duration=spec.virtual_duration,
+        )
         for name, spec in scenario.models.items()
     }
 

@@ -13,6 +13,7 @@ The format (see ``examples/*.toml``)::
     [world]                             # all optional
     seed = 7
     clock = "real"                      # or "virtual": time skips ahead when nothing moves
+    lockstep = false                    # default: on exactly when the clock is virtual
     tool_capacity = 8
     inference_capacity = 8
     interaction_timeout_secs = 3600     # 0: prompts wait forever
@@ -23,10 +24,12 @@ The format (see ``examples/*.toml``)::
     shell = ["grep", "-c", "{pattern}", "{path}"]
     timeout = 10
     requires_approval = false
+    virtual_duration = 2.5              # world seconds a call takes in lockstep
 
     [models.default]
     replies = ["a plan", "another plan"]
     delay = 0.2                         # real seconds per reply
+    virtual_duration = 0.4              # world seconds per reply in lockstep
     cycle = true
 
     [[agents]]

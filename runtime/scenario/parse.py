@@ -131,7 +131,12 @@ class _Parser:
         if value is None:
             return None  # its check failed: already reported
         spec = ToolSpec(
-            name, kind, values["timeout"], values["requires_approval"], values["idempotent"]
+            name,
+            kind,
+            values["timeout"],
+            values["requires_approval"],
+            values["idempotent"],
+            virtual_duration=float(values["virtual_duration"]),
         )
         if kind in ("sleep", "ask_user"):
             if value is not True:
@@ -155,7 +160,13 @@ class _Parser:
             if "replies" not in table:
                 self.checker.problem(path, "a model needs `replies`, an array of strings")
             return None
-        return ModelSpec(name, tuple(values["replies"]), float(values["delay"]), values["cycle"])
+        return ModelSpec(
+            name,
+            tuple(values["replies"]),
+            float(values["delay"]),
+            values["cycle"],
+            float(values["virtual_duration"]),
+        )
 
     def agents(
         self, raw: Any, tools: Mapping[str, ToolSpec], models: Mapping[str, ModelSpec]

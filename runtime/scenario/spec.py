@@ -54,6 +54,8 @@ WORLD_FIELDS: dict[str, Field] = {
     "scheduler_address": Field(text, None),  # lane_backend = "dask" only
     "workers": Field(integer(1, 1024), 2),  # lane_backend = "dask-local" only
     "retries": Field(integer(0, 1000), 0),  # Dask's re-runs of a raising job; off by default
+    # Lockstep delivery (World's `lockstep`); unset: on exactly when the clock is virtual.
+    "lockstep": Field(boolean, None),
 }
 TOOL_KINDS = ("python", "shell", "sleep", "ask_user")
 TOOL_FIELDS: dict[str, Field] = {
@@ -64,11 +66,13 @@ TOOL_FIELDS: dict[str, Field] = {
     "timeout": Field(number(0.0, above=True), None),
     "requires_approval": Field(boolean, False),
     "idempotent": Field(boolean, False),  # run again on resume if a crash cut a call short
+    "virtual_duration": Field(number(0.0), 0.0),  # world seconds a call takes in lockstep
 }
 MODEL_FIELDS: dict[str, Field] = {
     "replies": Field(string_list, None),
     "delay": Field(number(0.0), 0.0),
     "cycle": Field(boolean, True),
+    "virtual_duration": Field(number(0.0), 0.0),  # world seconds a reply takes in lockstep
 }
 AGENT_FIELDS: dict[str, Field] = {
     "count": Field(integer(0, MAX_AGENTS), 1),
@@ -102,6 +106,7 @@ class WorldSettings:
     scheduler_address: str | None = None
     workers: int = 2
     retries: int = 0
+    lockstep: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +120,7 @@ class ToolSpec:
     idempotent: bool = False
     argv: tuple[str, ...] = ()
     fn: Any = None
+    virtual_duration: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +131,7 @@ class ModelSpec:
     replies: tuple[str, ...]
     delay: float = 0.0
     cycle: bool = True
+    virtual_duration: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ __all__ = [
     "ToolContext",
     "ToolFunction",
     "check_timeout",
+    "check_virtual_duration",
 ]
 
 
@@ -114,10 +115,29 @@ def check_timeout(timeout: float | None) -> float | None:
     return timeout
 
 
+def check_virtual_duration(value: float) -> float:
+    """Return ``value`` as a float if it is a finite number >= 0.
+
+    Raises:
+        ConfigError: it is not.
+    """
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not (0 <= value < float("inf")):
+        raise ConfigError(f"`virtual_duration` must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
 class ToolBase:
     """The attributes every built-in tool has (plain slots: picklable, no locks)."""
 
-    __slots__ = ("idempotent", "local_only", "name", "requires_approval", "timeout")
+    __slots__ = (
+        "idempotent",
+        "local_only",
+        "name",
+        "requires_approval",
+        "timeout",
+        "virtual_duration",
+    )
 
     def __init__(
         self,
@@ -126,12 +146,15 @@ class ToolBase:
         requires_approval: bool,
         local_only: bool,
         idempotent: bool = False,
+        virtual_duration: float = 0.0,
     ) -> None:
         self.name = name
         self.timeout = check_timeout(timeout)
         self.requires_approval = requires_approval
         self.local_only = local_only
         self.idempotent = idempotent
+        # World seconds a call takes in a lockstep world (real run time takes none).
+        self.virtual_duration = check_virtual_duration(virtual_duration)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -23,7 +23,15 @@ from components import ToolCall, ToolResult
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError
 from runtime.lane.deadlines import schedule
-from runtime.tools.base import SupportsAsk, Tool, ToolBase, ToolContext, ToolFunction, check_timeout
+from runtime.tools.base import (
+    SupportsAsk,
+    Tool,
+    ToolBase,
+    ToolContext,
+    ToolFunction,
+    check_timeout,
+    check_virtual_duration,
+)
 
 __all__ = ["ToolRegistry"]
 
@@ -42,8 +50,16 @@ class _FunctionTool(ToolBase):
         timeout: float | None,
         requires_approval: bool,
         idempotent: bool = False,
+        virtual_duration: float = 0.0,
     ) -> None:
-        super().__init__(name, timeout, requires_approval, local_only=False, idempotent=idempotent)
+        super().__init__(
+            name,
+            timeout,
+            requires_approval,
+            local_only=False,
+            idempotent=idempotent,
+            virtual_duration=virtual_duration,
+        )
         self.fn = fn
 
     def __call__(self, args: Mapping[str, Any], ctx: ToolContext) -> Any:
@@ -68,6 +84,7 @@ class ToolRegistry:
         timeout: float | None = None,
         requires_approval: bool = False,
         idempotent: bool = False,
+        virtual_duration: float = 0.0,
     ) -> Callable[[F], F]: ...
     def tool(
         self,
@@ -76,25 +93,34 @@ class ToolRegistry:
         timeout: float | None = None,
         requires_approval: bool = False,
         idempotent: bool = False,
+        virtual_duration: float = 0.0,
     ) -> F | Callable[[F], F]:
         """Register a function ``fn(args, ctx) -> JSON value`` as a tool; a decorator.
 
         The tool's name defaults to the function's name; the function is returned unchanged
         (so a module-level tool function still pickles by reference). ``idempotent=True``
         declares that running a call twice does no harm: a call cut short by a crash is
-        run again on resume instead of getting the restart error.
+        run again on resume instead of getting the restart error. ``virtual_duration``
+        is the world time a call takes in a lockstep world (see `World`'s ``lockstep``).
 
         Raises:
-            ConfigError: the name is taken or empty, or ``timeout`` is not positive.
+            ConfigError: the name is taken or empty, ``timeout`` is not positive, or
+                ``virtual_duration`` is not a finite number >= 0.
         """
         if callable(name):  # used bare: @registry.tool
             self.add(_FunctionTool(name.__name__, name, timeout, requires_approval))
             return name
         tool_name = name
+        check_virtual_duration(virtual_duration)  # at the call, not when it decorates
 
         def register(fn: F) -> F:
             tool = _FunctionTool(
-                tool_name or fn.__name__, fn, timeout, requires_approval, idempotent
+                tool_name or fn.__name__,
+                fn,
+                timeout,
+                requires_approval,
+                idempotent,
+                virtual_duration,
             )
             self.add(tool)
             return fn
@@ -132,6 +158,21 @@ class ToolRegistry:
         """Whether a call of ``name`` may run again after a restart (False if unknown)."""
         tool = self._tools.get(name)
         return tool is not None and bool(getattr(tool, "idempotent", False))
+
+    def lockstep_bounds(self, calls: Sequence[ToolCall]) -> tuple[float, float | None]:
+        """The world time a batch of ``calls`` takes in lockstep (the sum of its tools'
+        ``virtual_duration``) and the real time it may run (the sum of their timeouts; None
+        when one has none). An unknown tool takes no time: its call fails at once."""
+        duration = 0.0
+        budget: float | None = 0.0
+        for call in calls:
+            tool = self._tools.get(call.name)
+            if tool is None:
+                continue
+            duration += getattr(tool, "virtual_duration", 0.0)
+            if budget is not None:
+                budget = None if tool.timeout is None else budget + tool.timeout
+        return duration, budget
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

@@ -8,7 +8,7 @@ registry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -23,6 +23,7 @@ from runtime.models.base import Model, ModelRequest
 from runtime.tools.base import SupportsAsk
 from runtime.tools.registry import ToolRegistry
 from runtime.world.inputs import EffectFailed, Inbox
+from runtime.world.lockstep import Lockstep
 
 __all__ = ["RESTART_ERROR", "HubRef", "LiveEffects", "ToolBatch"]
 
@@ -105,6 +106,10 @@ class LiveEffects:
     ``tools_can_ask`` says whether tool jobs get the hub: only when the tool lane runs jobs
     on its own threads, where a waiting ``ask`` steps off the lane. Jobs for an executor
     lane (threads that are not the lane's, or another process) get none.
+
+    With ``lockstep``, every job is tracked there before it is submitted, due at the tick's
+    time (``now()``) plus its virtual duration: a batch takes the sum of its tools'
+    ``virtual_duration``, a model call its model's (see `runtime.world.lockstep`).
     """
 
     def __init__(
@@ -117,6 +122,8 @@ class LiveEffects:
         tools: ToolRegistry,
         models: Mapping[str, Model],
         tools_can_ask: bool = True,
+        lockstep: Lockstep | None = None,
+        now: Callable[[], float] | None = None,
     ) -> None:
         self._inbox = inbox
         self._hub = hub
@@ -125,6 +132,8 @@ class LiveEffects:
         self._tools = tools
         self._models = models
         self._tool_hub = HubRef(hub) if tools_can_ask else None
+        self._lockstep = lockstep
+        self._now = now if now is not None else _time_zero
         # Lane jobs asked for during a journaled tick, held until the tick is committed.
         self._held: list[tuple[ToolLane, ToolJob]] | None = None
 
@@ -134,7 +143,9 @@ class LiveEffects:
         A journaled world holds a tick's jobs until the journal has committed the tick: a
         job started earlier could do its work and then be lost with the tick if the process
         died, and the resumed run, which replays only committed ticks, would dispatch it
-        again. Held, a call runs at most once whatever moment the process dies at.
+        again. Held, a call runs at most once whatever moment the process dies at. In
+        lockstep a held job is tracked from the moment it is asked for; the next tick, which
+        waits for it, starts only after the release.
         """
         self._held = []
 
@@ -142,13 +153,7 @@ class LiveEffects:
         """Submit the held jobs, in the order they were asked for, and stop holding."""
         held, self._held = self._held, None
         for lane, job in held or ():
-            lane.submit(job)
-
-    def _submit(self, lane: ToolLane, job: ToolJob) -> None:
-        if self._held is not None:
-            self._held.append((lane, job))
-        else:
-            lane.submit(job)
+            self._start(lane, job)
 
     def think(self, agent_id: str, ref: str, request: ModelRequest, cancel: CancelToken) -> None:
         model = self._models.get(request.model)
@@ -159,13 +164,15 @@ class LiveEffects:
             return
         call = ToolCall(ref, f"model:{request.model}")
         run = partial(_complete, model, request, ref)
-        self._submit(self._inference_lane, ToolJob(agent_id, ref, run, (call,), cancel))
+        job = ToolJob(agent_id, ref, run, (call,), cancel)
+        # A model call has no bound of its own here: a provider bounds its own requests.
+        self._submit(self._inference_lane, job, getattr(model, "virtual_duration", 0.0), None)
 
     def run_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
     ) -> None:
         run = ToolBatch(self._tools, calls, agent_id, self._tool_hub)
-        self._submit(self._tool_lane, ToolJob(agent_id, ref, run, calls, cancel))
+        self._submit_tools(ToolJob(agent_id, ref, run, calls, cancel))
 
     def restart_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
@@ -184,7 +191,33 @@ class LiveEffects:
             self._inbox.put(ToolOutcome(agent_id, ref, results, 0.0))
             return
         run = ToolBatch(tools, calls, agent_id, self._tool_hub, interrupted)
-        self._submit(self._tool_lane, ToolJob(agent_id, ref, run, calls, cancel))
+        self._submit_tools(ToolJob(agent_id, ref, run, calls, cancel))
+
+    def _submit_tools(self, job: ToolJob) -> None:
+        if self._lockstep is None:
+            self._submit(self._tool_lane, job, 0.0, None)
+            return
+        duration, budget = self._tools.lockstep_bounds(job.calls)
+        self._submit(self._tool_lane, job, duration, budget)
+
+    def _submit(self, lane: ToolLane, job: ToolJob, duration: float, budget: float | None) -> None:
+        """Start ``job`` on ``lane`` now, or at ``release`` while a tick holds its jobs; in
+        lockstep, track it first so that the next tick waits for it."""
+        lockstep = self._lockstep
+        if lockstep is not None:
+            job = lockstep.track(job, due=self._now() + duration, budget=budget)
+        if self._held is not None:
+            self._held.append((lane, job))
+        else:
+            self._start(lane, job)
+
+    def _start(self, lane: ToolLane, job: ToolJob) -> None:
+        try:
+            lane.submit(job)
+        except BaseException:
+            if self._lockstep is not None:
+                self._lockstep.untrack(job)
+            raise
 
     def open_prompt(self, agent_id: str, request: InteractionRequest) -> None:
         try:
@@ -203,6 +236,10 @@ class LiveEffects:
 
     def requires_approval(self, tool: str) -> bool:
         return self._tools.requires_approval(tool)
+
+
+def _time_zero() -> float:
+    return 0.0
 
 
 def _complete(

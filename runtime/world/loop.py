@@ -7,6 +7,12 @@ wake: until the nearest deadline (a sleeper, a prompt, a host timer), capped by
 ``REDRIVE_SECS`` against a lost wake. A virtual clock never waits: it jumps to the next
 deadline when no lane work is in flight. ``start``/``stop`` run ``run`` on a background
 thread.
+
+In lockstep (`runtime.world.lockstep`) each tick first waits for the lane work in flight;
+the loops do that wait in slices before they tick, so that ``timeout`` and ``stop`` are
+still honoured while a slow job runs. Lane work then never makes the loop park: what is
+due lands at the next tick, and what has a virtual duration is one more deadline to skip
+time to.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from runtime.clock import Clock, ManualClock
 from runtime.errors import TickLimitError
 from runtime.hub import InteractionHub
 from runtime.wake import Wake
+from runtime.world.lockstep import Lockstep
 from runtime.world.report import TickReport
 from runtime.world.state import WorldState
 from runtime.world.timers import HostTimers
@@ -30,6 +37,8 @@ log = logging.getLogger("tickwork.world")
 
 REDRIVE_SECS = 30.0
 """The longest a parked ``run()`` sleeps: a backstop against a lost wake."""
+
+_SETTLE_SLICE_SECS = 0.05  # how often a lockstep wait looks at `stop`
 
 
 class RunLoop:
@@ -43,6 +52,7 @@ class RunLoop:
     hub: InteractionHub
     _state: WorldState
     _timers: HostTimers
+    _lockstep: Lockstep | None
     _runner: threading.Thread | None
     _stop: threading.Event
     _run_error: BaseException | None
@@ -81,9 +91,16 @@ class RunLoop:
         """
         started = time.monotonic()
         ticks = 0
+        lockstep = self._lockstep
         while True:
             if ticks >= max_ticks:
                 raise TickLimitError(f"world still busy after `max_ticks`={max_ticks} ticks")
+            if lockstep is not None:
+                left = None if timeout is None else timeout - (time.monotonic() - started)
+                if not lockstep.settle(None if left is None else max(0.0, left)):
+                    raise TickLimitError(
+                        f"world still waiting on lane work after `timeout`={timeout}s"
+                    )
             report = self.tick()
             ticks += 1
             if report.changed or self._can_move():
@@ -113,7 +130,10 @@ class RunLoop:
         ``start()``/``stop()`` which do.
         """
         should_stop = _stopper(stop)
+        lockstep = self._lockstep
         while not should_stop() and not self.closed:
+            if lockstep is not None and not lockstep.settle(_SETTLE_SLICE_SECS):
+                continue  # still waiting on lane work: look at `stop` again
             report = self.tick()
             if report.changed or self._can_move():
                 continue
@@ -127,12 +147,16 @@ class RunLoop:
         """At a fixed point: how long to park (0: go on at once; None: nothing to wait for).
 
         A virtual clock jumps straight to the next deadline when no lane work is in flight.
+        In lockstep lane work is never "in flight" here (the tick waited for it): a job
+        with a virtual duration is a deadline like a sleeper's.
         """
         state = self._state
         clock = self.clock
         timer = _earliest(state.next_timer(), self._timers.next_due())
         prompt = self.hub.next_deadline()
-        if state.lane_waiting:
+        if self._lockstep is not None:
+            timer = _earliest(timer, self._lockstep.next_due())
+        elif state.lane_waiting:
             nearest = min((d for d in (timer, prompt) if d is not None), default=None)
             if nearest is None or clock.virtual:
                 return REDRIVE_SECS

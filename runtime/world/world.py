@@ -23,7 +23,7 @@ from typing import Any
 import esper
 
 from components import Entry, LaneStats, Status, StatusKind
-from runtime.clock import Clock, MonotonicClock
+from runtime.clock import Clock, ManualClock, MonotonicClock
 from runtime.errors import ConfigError, UnknownAgentError, WorldClosedError
 from runtime.hub import InteractionHub
 from runtime.lane.backend import BackendInfo, ToolBackend, describe_tool_backend, take_tool_executor
@@ -46,6 +46,7 @@ from runtime.world.inputs import (
     SendMessage,
     SpawnAgent,
 )
+from runtime.world.lockstep import Lockstep
 from runtime.world.loop import REDRIVE_SECS, RunLoop
 from runtime.world.metrics import MetricsRecorder, WorldMetrics
 from runtime.world.probe import Probe, ProbeFanout, process_probes
@@ -76,6 +77,13 @@ class World(RunLoop, HostAPI):
     closed with the world. Either way the lane keeps capacity and counters, and ``local_only``
     tools (``AskUserTool``) are refused: they need this process's hub.
 
+    ``lockstep`` fixes the tick at which lane work lands (DESIGN.md, "Determinism contract",
+    **Delivery**): every job dispatched at tick t lands at tick t+1, in dispatch order, the
+    tick waiting for it while the lanes run it; a tool or model with a ``virtual_duration``
+    lands at the first tick at or after that much world time. ``None`` (the default) means
+    on under a `ManualClock` and off under a real clock, which delivers outcomes as soon as
+    they are done. See `runtime.world.lockstep`.
+
     Raises:
         ConfigError: a setting is out of range (the message names it and its value).
     """
@@ -94,30 +102,44 @@ class World(RunLoop, HostAPI):
         behaviors: Mapping[str, Behavior] | None = None,
         tool_executor: Executor | ToolBackend | None = None,
         track_digests: bool = False,
+        lockstep: bool | None = None,
         effects: Effects | None = None,
     ) -> None:
-        _check_settings(seed, tool_capacity, inference_capacity, interaction_timeout_secs)
+        _check_settings(seed, tool_capacity, inference_capacity, interaction_timeout_secs, lockstep)
         self.seed = seed
         self.clock: Clock = clock if clock is not None else MonotonicClock()
+        if lockstep is None:
+            lockstep = isinstance(self.clock, ManualClock)
+        self.lockstep = lockstep
         self.wake = Wake()
         self._inbox = Inbox(self.wake)
+        self._lockstep = Lockstep(self._inbox) if lockstep else None
         self.hub = InteractionHub(
-            clock=self.clock, timeout_secs=interaction_timeout_secs, listener=self._inbox.put
+            clock=self.clock,
+            timeout_secs=interaction_timeout_secs,
+            listener=self._inbox.put if self._lockstep is None else self._hub_event,
         )
         self.hub.attach_wake(self.wake)
         self.tools = tools if tools is not None else ToolRegistry()
         self.models: dict[str, Model] = dict(models or {})
         self._tool_backend, tool_executor = take_tool_executor(tool_executor, self.tools)
         self._tool_executor = tool_executor
+        on_outcome = self._inbox.put if self._lockstep is None else self._lockstep.outcome
+        on_end = None if self._lockstep is None else self._lockstep.ended
         self.lane = ToolLane(
-            tool_capacity, name="tools", executor=tool_executor, on_outcome=self._inbox.put
+            tool_capacity,
+            name="tools",
+            executor=tool_executor,
+            on_outcome=on_outcome,
+            on_end=on_end,
         )
         self.inference_lane = ToolLane(
-            inference_capacity, name="inference", on_outcome=self._inbox.put
+            inference_capacity, name="inference", on_outcome=on_outcome, on_end=on_end
         )
         self.behaviors = BehaviorRegistry(parent=GLOBAL_BEHAVIORS)
         self.behaviors.update(behaviors or {})
-        live = effects is None  # a replay hands in its own effects
+        # A replay hands in its own effects: its ticks are not live (no probes, no metrics).
+        live = self._live = effects is None
         if effects is None:
             effects = self._live_effects()
         self._state = WorldState(
@@ -231,10 +253,14 @@ class World(RunLoop, HostAPI):
     def cancel(self, agent_id: str, reason: str = "cancelled by user") -> None:
         """End an agent for good: work cancelled, prompts settled, children cancelled."""
         self._command(CancelAgent(self._checked(agent_id), reason))
+        if self._lockstep is not None:
+            self._lockstep.abandon(agent_id)  # its work is stale at whatever tick this lands
 
     def interrupt(self, agent_id: str) -> None:
         """Abandon the agent's current turn, keeping its history; it waits for input."""
         self._command(InterruptAgent(self._checked(agent_id)))
+        if self._lockstep is not None:
+            self._lockstep.abandon(agent_id)  # its work is stale at whatever tick this lands
 
     def call_at(self, when: float, fn: Callable[[], object]) -> None:
         """Run ``fn()`` on the tick thread at the first tick whose time is >= ``when``.
@@ -331,8 +357,15 @@ class World(RunLoop, HostAPI):
             )
 
     def post(self, item: object) -> int:
-        """Put a raw input into the inbox (an outcome, a prompt event); returns its seq."""
+        """Put a raw input into the inbox (an outcome, a prompt event); returns its seq.
+
+        In lockstep, an input posted by a lane job is held with the job's outcome and lands
+        at a tick fixed by the run; its seq is then 0 (it gets its number when it lands).
+        """
         self._check_open()
+        lockstep = self._lockstep
+        if lockstep is not None and lockstep.caused(item):
+            return 0
         return self._inbox.put(item)
 
     # -- reads: whole ticks only ---------------------------------------------------------
@@ -422,11 +455,29 @@ class World(RunLoop, HostAPI):
     def tick(self) -> TickReport:
         """Run the pipeline once: apply inputs, step what can move, dispatch its work.
 
+        In lockstep it first waits for the lane work in flight (see ``lockstep``) and lets
+        what is due land in this tick.
+
         Raises:
             WorldClosedError: the world is closed.
         """
         self._check_open()
-        return self._tick(self._inbox.drain(), None)
+        lockstep = self._lockstep
+        if lockstep is None:
+            return self._tick(self._inbox.drain(), None)
+        lockstep.settle()
+        now = self.clock.now()
+        lockstep.release(now)
+        return self._tick(self._inbox.drain(), now)
+
+    def _hub_event(self, event: object) -> None:
+        # Lockstep's hub listener: a prompt event a lane job caused waits in its slot.
+        lockstep = self._lockstep
+        if lockstep is None or not lockstep.caused(event):
+            self._inbox.put(event)
+
+    def _tick_time(self) -> float:
+        return self._state.now
 
     def _tick(
         self,
@@ -436,8 +487,8 @@ class World(RunLoop, HostAPI):
     ) -> TickReport:
         with self._lock, _ESPER_LOCK, self._in_esper():
             state = self._state
-            # A tick given its time is a replayed one: probes and metrics see live ticks only.
-            live = now is None
+            # Probes and metrics see live ticks only, never a replay's.
+            live = self._live
             probe = state.probe = self._probe if live else None
             recorder = self._recorder if live else None
             watched = probe is not None or recorder is not None
@@ -569,6 +620,8 @@ class World(RunLoop, HostAPI):
             tools=self.tools,
             models=self.models,
             tools_can_ask=self._tool_executor is None,
+            lockstep=self._lockstep,
+            now=self._tick_time,
         )
 
     def _go_live(self, journal: Recorder | None) -> LiveEffects:
@@ -584,6 +637,9 @@ class World(RunLoop, HostAPI):
             self._state.effects = effects
             self._journal = journal
             self._track_digests = self._track_digests or journal is not None
+            self._live = True
+            self._probes.extend(process_probes())  # the probes the process set up
+            self._set_probe()
         return effects
 
     # -- running (the loops themselves are `RunLoop`'s) ----------------------------------
@@ -599,6 +655,8 @@ class World(RunLoop, HostAPI):
             self.stop(timeout)
         finally:
             self._closed = True
+            if self._lockstep is not None:
+                self._lockstep.close()
             with self._lock:
                 for rec in self._state.records.values():
                     if rec.handle is not None:
@@ -638,8 +696,13 @@ class World(RunLoop, HostAPI):
         return self._closed
 
     def _can_move(self) -> bool:
-        # Something is left for the next tick without waiting: an input, or a ready agent.
-        return bool(len(self._inbox) or self._state.ready)
+        # Something is left for the next tick without waiting: an input, a ready agent, or
+        # (lockstep) lane work dispatched since the last tick began, or due by now. Never
+        # "a job happens to be done": that would make the number of ticks depend on timing.
+        if len(self._inbox) or self._state.ready:
+            return True
+        lockstep = self._lockstep
+        return lockstep is not None and lockstep.can_move(self.clock.now())
 
     def _settings(self) -> dict[str, Any]:
         """What a recorder needs to rebuild this world: seed, clock, capacities, names."""
@@ -647,6 +710,7 @@ class World(RunLoop, HostAPI):
         return {
             "seed": self.seed,
             "clock": "virtual" if self.clock.virtual else "real",
+            "lockstep": self.lockstep,
             "start": self.now,
             "tool_capacity": self.lane.capacity,
             "inference_capacity": self.inference_lane.capacity,
@@ -679,7 +743,11 @@ class World(RunLoop, HostAPI):
 
 
 def _check_settings(
-    seed: object, tool_capacity: object, inference_capacity: object, timeout: float
+    seed: int,
+    tool_capacity: int,
+    inference_capacity: int,
+    interaction_timeout_secs: float,
+    lockstep: bool | None,
 ) -> None:
     _check_int("seed", seed)
     for arg, value in (
@@ -687,13 +755,15 @@ def _check_settings(
         ("inference_capacity", inference_capacity),
     ):
         _check_int(arg, value)
-        assert isinstance(value, int)
         if value < 1:
             raise ConfigError(f"`{arg}` must be >= 1, got {value}")
-    if not math.isfinite(timeout) or timeout < 0:
+    if not math.isfinite(interaction_timeout_secs) or interaction_timeout_secs < 0:
         raise ConfigError(
-            f"`interaction_timeout_secs` must be >= 0 (0 waits forever), got {timeout}"
+            f"`interaction_timeout_secs` must be >= 0 (0 waits forever), "
+            f"got {interaction_timeout_secs}"
         )
+    if lockstep is not None and not isinstance(lockstep, bool):
+        raise ConfigError(f"`lockstep` must be True, False or None, got {lockstep!r}")
 
 
 def _check_int(name: str, value: object) -> None:

@@ -381,7 +381,10 @@ def test_a_model_call_in_flight_is_issued_again_and_reads_on_where_the_run_was(t
         return ModelReply("never recorded")
 
     models = {"default": ScriptedModel(["first", stuck])}
-    world = World(seed=4, clock=ManualClock(), models=models, journal=Journal.create(path))
+    # As soon as possible: in lockstep the third tick would wait for the stuck call.
+    world = World(
+        seed=4, clock=ManualClock(), models=models, journal=Journal.create(path), lockstep=False
+    )
     world.spawn(thinker)
     world.tick()
     wait_for(lambda: world.lane is not None and world.inference_lane.stats().in_flight == 0)

@@ -223,7 +223,7 @@ def test_an_interrupted_tool_call_span_says_it_was_interrupted(make_world, spans
         ctx.cancel.wait(30)
         return "woke"
 
-    world = make_world(tools=tools)
+    world = make_world(tools=tools, lockstep=False)  # in lockstep a tick waits for `hang`
     instrument(world, tracer_provider=provider)
     agent = world.spawn(slow_tools, "go", interactive=True)
     world.tick()

@@ -1,0 +1,357 @@
+"""Lockstep delivery: which tick lane work lands in is fixed by the run, not by thread timing."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+
+import pytest
+
+from runtime import (
+    Ask,
+    CallTools,
+    InteractionRequest,
+    InteractionResponse,
+    ManualClock,
+    MonotonicClock,
+    ScriptedModel,
+    Sleep,
+    Think,
+    ToolCall,
+    ToolOutcome,
+    ToolRegistry,
+    World,
+)
+from runtime.errors import ConfigError
+from runtime.world import lockstep as lockstep_module
+
+WAIT = 10.0
+
+
+def landings(world: World) -> list[tuple[int, float, str]]:
+    """A log of ``(tick, now, batch id)`` for every lane outcome, as the ticks apply them."""
+    log: list[tuple[int, float, str]] = []
+
+    def note(report, inputs) -> None:
+        for _seq, item in inputs:
+            if isinstance(item, ToolOutcome):
+                log.append((report.tick, report.now, item.batch_id))
+
+    world.observe(note)
+    return log
+
+
+@functools.cache  # one function per tool: a behaviour name names one function
+def call_once(name: str):
+    def behaviour(turn):
+        results = yield CallTools(ToolCall("c1", name))
+        return [turn.now, results[0].output]
+
+    behaviour.__qualname__ = f"call_once_{name}"  # one behaviour name per tool
+    return behaviour
+
+
+def test_lockstep_is_on_under_a_manual_clock_and_off_under_a_real_one(make_world):
+    assert make_world().lockstep is True
+    assert make_world(clock=MonotonicClock()).lockstep is False
+    assert make_world(lockstep=False).lockstep is False
+    assert make_world(clock=MonotonicClock(), lockstep=True).lockstep is True
+    with pytest.raises(ConfigError, match="`lockstep` must be True, False or None, got 'yes'"):
+        World(lockstep="yes")  # type: ignore[arg-type]
+
+
+def test_every_job_lands_the_tick_after_its_dispatch_in_dispatch_order(make_world):
+    # The first-dispatched tool finishes last in real time; it still lands first.
+    second_done = threading.Event()
+    tools = ToolRegistry()
+
+    @tools.tool()
+    def first(args, ctx):
+        assert second_done.wait(WAIT)
+        return "first"
+
+    @tools.tool()
+    def second(args, ctx):
+        second_done.set()
+        return "second"
+
+    world = make_world(tools=tools)
+    log = landings(world)
+    a = world.spawn(call_once("first"))
+    b = world.spawn(call_once("second"))
+    world.tick()  # spawn, step, dispatch
+    world.tick()  # waits for both, lands both
+    assert log == [(2, 0.0, f"{a}/t1/b1"), (2, 0.0, f"{b}/t1/b1")]
+
+
+def test_a_virtual_duration_of_2_5_s_lands_at_the_first_tick_at_or_after_it(make_world):
+    tools = ToolRegistry()
+
+    @tools.tool(virtual_duration=2.5)
+    def weld(args, ctx):
+        return "welded"
+
+    clock = ManualClock()
+    world = make_world(tools=tools, clock=clock)
+    log = landings(world)
+    agent = world.spawn(call_once("weld"))
+    world.tick()  # t=0: dispatched
+    for _ in range(3):  # ticks at t=1, 2, 3: due at 2.5, so it lands at 3
+        clock.advance(1.0)
+        world.tick()
+    assert log == [(4, 3.0, f"{agent}/t1/b1")]
+    assert world.result(agent) == [3.0, "welded"]
+
+
+def test_run_until_idle_skips_virtual_time_to_a_virtual_duration(make_world):
+    tools = ToolRegistry()
+
+    @tools.tool(virtual_duration=2.5)
+    def weld(args, ctx):
+        return "welded"
+
+    def ticker(turn):
+        for _ in range(4):
+            yield Sleep(1.0)
+
+    world = make_world(tools=tools)
+    log = landings(world)
+    agent = world.spawn(call_once("weld"))
+    world.spawn(ticker)
+    world.run_until_idle()
+    # Ticks at t=0 (dispatch), 1, 2, then 2.5: the skip stops at the due time.
+    assert [(now, batch) for _tick, now, batch in log] == [(2.5, f"{agent}/t1/b1")]
+    assert world.result(agent) == [2.5, "welded"]
+    assert world.now == 4.0
+
+
+def test_two_tools_of_different_durations_land_in_duration_order_whatever_their_real_times(
+    make_world,
+):
+    # The 2 s tool is done first in real time, the 1 s tool only after it: durations win.
+    long_done = threading.Event()
+    tools = ToolRegistry()
+
+    @tools.tool(virtual_duration=2.0)
+    def long(args, ctx):
+        long_done.set()
+        return "long"
+
+    @tools.tool(virtual_duration=1.0)
+    def short(args, ctx):
+        assert long_done.wait(WAIT)
+        return "short"
+
+    world = make_world(tools=tools)
+    log = landings(world)
+    a = world.spawn(call_once("long"))  # dispatched first
+    b = world.spawn(call_once("short"))
+    world.run_until_idle()
+    assert [(now, batch) for _tick, now, batch in log] == [(1.0, f"{b}/t1/b1"), (2.0, f"{a}/t1/b1")]
+    assert world.result(a) == [2.0, "long"] and world.result(b) == [1.0, "short"]
+
+
+def test_a_batch_takes_the_sum_of_its_tools_durations_and_a_model_its_own(make_world):
+    tools = ToolRegistry()
+
+    @tools.tool(virtual_duration=0.5)
+    def step(args, ctx):
+        return "ok"
+
+    def worker(turn):
+        yield Think("plan")
+        first = turn.now
+        yield CallTools(ToolCall("c1", "step"), ToolCall("c2", "step"), ToolCall("c3", "step"))
+        return [first, turn.now]
+
+    models = {"default": ScriptedModel(["plan"], virtual_duration=4.0)}
+    world = make_world(tools=tools, models=models)
+    agent = world.spawn(worker)
+    world.run_until_idle()
+    assert world.result(agent) == [4.0, 5.5]
+
+
+def test_lanes_still_run_in_parallel_in_lockstep(make_world):
+    tools = ToolRegistry()
+
+    @tools.tool()
+    def nap(args, ctx):
+        time.sleep(0.1)  # the tool's own work: 100 ms of real time
+        return "rested"
+
+    world = make_world(tools=tools, tool_capacity=8)
+    log = landings(world)
+    for _ in range(8):
+        world.spawn(call_once("nap"))
+    world.tick()  # dispatches 8 jobs of 100 ms each
+    started = time.perf_counter()
+    world.tick()  # waits for all 8, which run side by side on the lane of 8
+    waited = time.perf_counter() - started
+    assert len(log) == 8 and {tick for tick, _now, _batch in log} == {2}
+    assert waited < 0.4, f"8 jobs of 100 ms took {waited:.3f}s: not in parallel"
+
+
+def test_a_prompt_a_tool_opens_waits_for_the_operator_without_holding_the_world(make_world):
+    from runtime import AskUserTool
+
+    tools = ToolRegistry()
+    tools.add(AskUserTool())
+
+    def asker(turn):
+        results = yield CallTools(ToolCall("c1", "ask_user", {"prompt": "colour?"}))
+        return results[0].output
+
+    def sleeper(turn):
+        yield Sleep(5.0)
+        return "slept"
+
+    world = make_world(tools=tools)
+    agent = world.spawn(asker)
+    other = world.spawn(sleeper)
+
+    def answer_at_one() -> None:  # a simulated operator: a host timer on the tick thread
+        for _owner, request in world.hub.pending():
+            world.hub.answer(InteractionResponse.text(request.id, "teal"))
+
+    world.call_at(1.0, answer_at_one)
+    world.run_until_idle()
+    assert world.result(agent) == "teal"
+    assert world.result(other) == "slept"
+
+
+def test_an_interrupt_does_not_wait_for_the_slow_job_it_abandons(make_world):
+    release = threading.Event()
+    tools = ToolRegistry()
+
+    @tools.tool()
+    def stuck(args, ctx):
+        release.wait(WAIT)
+        return "late"
+
+    world = make_world(tools=tools)
+    agent = world.spawn(call_once("stuck"), interactive=True, agent_id="x")
+    world.send(agent, "go")
+    world.tick()
+    world.interrupt(agent)
+    started = time.perf_counter()
+    world.tick()
+    assert time.perf_counter() - started < WAIT / 2
+    assert world.history(agent)[-1].content == "[interrupted by user]"
+    release.set()
+
+
+def test_a_job_that_ignores_its_timeout_is_given_up_and_the_world_goes_on(make_world, monkeypatch):
+    monkeypatch.setattr(lockstep_module, "GIVE_UP_GRACE_SECS", 0.05)
+    release = threading.Event()
+    tools = ToolRegistry()
+
+    @tools.tool(timeout=0.1)
+    def deaf(args, ctx):
+        release.wait(WAIT)  # ignores ctx.cancel
+        return "too late"
+
+    world = make_world(tools=tools)
+    log = landings(world)
+    agent = world.spawn(call_once("deaf"))
+    try:
+        world.tick()
+        world.tick()  # waits 0.1 s + grace, then gives up: the outcome lands here
+        assert [tick for tick, _now, _batch in log] == [2]
+        world.run_until_idle(timeout=WAIT)
+        [entry] = [e for e in world.history(agent) if e.role == "tool"]
+        assert "ignored its timeout" in entry.content
+    finally:
+        release.set()
+    world.tick()  # the late result is dropped, not delivered a second time
+    assert len(log) == 1
+
+
+def test_an_answer_from_another_thread_is_an_input_of_the_tick_after_it_arrives(make_world):
+    def asker(turn):
+        answer = yield Ask(InteractionRequest.free_text("q1", "go?"))
+        return answer.value
+
+    world = make_world(interaction_timeout_secs=0)
+    settled: list[int] = []
+    world.observe(
+        lambda report, inputs: settled.extend(
+            report.tick for _seq, item in inputs if type(item).__name__ == "PromptSettled"
+        )
+    )
+    agent = world.spawn(asker)
+    world.run_until_idle()  # waits for a person: nothing can move
+    answered = threading.Thread(
+        target=world.hub.answer, args=(InteractionResponse.text("q1", "yes"),)
+    )
+    answered.start()
+    answered.join(WAIT)
+    before = world.tick_count
+    world.run_until_idle()
+    assert world.result(agent) == "yes" and settled == [before + 1]
+
+
+def test_a_scenario_on_a_virtual_clock_runs_lockstep_unless_told_not_to(tmp_path):
+    from runtime.scenario import build_world, parse_scenario
+
+    source = """
+    [world]
+    clock = "virtual"
+    {extra}
+    [tools.t]
+    sleep = true
+    virtual_duration = 2.5
+    [models.default]
+    replies = ["x"]
+    virtual_duration = 1.5
+    [[agents]]
+    steps = [{{ finish = "done" }}]
+    """
+    scenario = parse_scenario(source.format(extra=""), "s.toml")
+    assert scenario.world.lockstep is None
+    assert scenario.tools["t"].virtual_duration == 2.5
+    assert scenario.models["default"].virtual_duration == 1.5
+    with build_world(scenario) as world:
+        assert world.lockstep is True
+        assert world.tools.lockstep_bounds([ToolCall("c", "t")]) == (2.5, None)
+    scenario = parse_scenario(source.format(extra="lockstep = false"), "s.toml")
+    with build_world(scenario) as world:
+        assert world.lockstep is False
+
+
+def test_a_bad_virtual_duration_is_refused_naming_it():
+    tools = ToolRegistry()
+    with pytest.raises(ConfigError, match=r"`virtual_duration` must be a finite number >= 0"):
+        tools.tool(virtual_duration=-1.0)
+    with pytest.raises(ValueError, match="`virtual_duration` must be a finite number >= 0"):
+        ScriptedModel(["x"], virtual_duration=float("nan"))
+
+
+def test_a_journal_of_a_lockstep_run_replays(tmp_path):
+    from runtime import Journal, replay
+    from tests import journal_behaviors as jb
+
+    path = tmp_path / "run.db"
+    world = World(
+        seed=3,
+        clock=ManualClock(),
+        tools=jb.make_tools(),
+        models=jb.scripted_models(),
+        journal=Journal.create(path),
+    )
+    try:
+        for i in range(4):
+            world.spawn(jb.worker, f"t{i}")
+        world.call_at(
+            0.5,
+            lambda: [
+                world.hub.answer(InteractionResponse.text(request.id, "go"))
+                for _owner, request in world.hub.pending()
+            ],
+        )
+        world.run_until_idle(timeout=WAIT)
+        ticks = world.tick_count
+    finally:
+        world.close()
+    report = replay(path)
+    assert report.ticks == ticks and report.effects.get("run_tools") == 4
