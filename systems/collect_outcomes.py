@@ -52,6 +52,12 @@ class CollectOutcomes(esper.Processor):
 def _collect(state: WorldState, rec: AgentRecord, item: Any) -> None:
     cls = type(item)
     if cls is PromptOpened:
+        if rec.status.kind.is_terminal:
+            # Opened before the agent ended but reported after AbortTerminalWork asked the
+            # hub (a tool's prompt, or one opened the tick before): it has nobody to answer
+            # it, so settle it now (rule: a cancelled run leaves no orphaned prompt).
+            state.effects.cancel_prompt(item.request.id)
+            return
         if rec.prompts is None:
             rec.prompts = {}
         rec.prompts[item.request.id] = item.request.kind

@@ -35,6 +35,7 @@ from runtime.world.actions import HistoryView, Turn
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
 __all__ = [
+    "CANCELLED_CALL",
     "abandon_turn",
     "add_history",
     "await_children",
@@ -53,6 +54,9 @@ __all__ = [
 log = logging.getLogger("tickwork.lifecycle")
 
 _PROMPT_REASONS = (WaitReason.USER_PROMPT, WaitReason.TOOL_APPROVAL)
+
+CANCELLED_CALL = "cancelled before completion"
+"""The result of a tool call whose agent was cancelled before the call had one."""
 
 
 def as_text(value: Any) -> str:
@@ -312,10 +316,21 @@ def queue_message(state: WorldState, rec: AgentRecord, message: Any) -> None:
 
 
 def finish(state: WorldState, rec: AgentRecord, kind: StatusKind, message: str) -> None:
-    """End the agent for good with a terminal ``kind``; its work is aborted next."""
+    """End the agent for good with a terminal ``kind``; its work is aborted next.
+
+    A tool batch still in progress is closed first: every call without a result gets an
+    error result in history (rule: every tool call gets exactly one result on every path).
+    """
     assert kind.is_terminal
     if rec.status.kind.is_terminal:
         return  # rule: a terminal agent is never revived, nor re-terminated
+    pending = rec.turn.pending
+    if isinstance(pending, PendingBatch):
+        error = CANCELLED_CALL if kind is StatusKind.CANCELLED else f"agent ended: {message}"
+        for call in pending.calls:
+            if call.id not in pending.results:
+                pending.results[call.id] = ToolResult(call.id, error=error)
+        record_tool_results(state, rec, pending)
     _clear_turn(state, rec)
     rec.paused_from = None
     rec.status.kind, rec.status.reason, rec.status.message = kind, None, message
