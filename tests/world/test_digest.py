@@ -14,6 +14,10 @@ commands = st.sampled_from(["tick", "answer", "interrupt", "send", "pause", "res
 scripts = st.lists(st.tuples(commands, st.integers(0, 5)), min_size=1, max_size=30)
 
 
+def _request_id(pending: tuple[str, object]) -> str:
+    return pending[1].id  # type: ignore[attr-defined]
+
+
 def _run(seed: int, script: list[tuple[str, int]], agents: int) -> list[str]:
     world = World(
         seed=seed, clock=ManualClock(), tools=jb.make_tools(), models=jb.scripted_models()
@@ -24,7 +28,13 @@ def _run(seed: int, script: list[tuple[str, int]], agents: int) -> list[str]:
         for command, index in script:
             agent = ids[index % len(ids)]
             if command == "answer":
-                for _owner, request in world.hub.pending()[:1]:
+                # Not `pending()[:1]`: the hub lists prompts in opening order, and prompts
+                # opened in one tick open in the order their agents' outcomes arrived, which
+                # is thread timing outside lockstep delivery (DESIGN: "Delivery"). That made
+                # this property fail under CPU load (answering another agent's prompt is a
+                # different input, not a runtime fault). Issue 15 replaces this test with a
+                # lockstep one; until then, answer the prompt with the smallest id.
+                for _owner, request in sorted(world.hub.pending(), key=_request_id)[:1]:
                     world.hub.answer(InteractionResponse.text(request.id, f"yes {index}"))
             elif command != "tick":
                 getattr(world, command)(agent, *(["more"] if command == "send" else []))
