@@ -18,7 +18,7 @@ from runtime.world.inputs import (
 )
 from runtime.world.state import AgentRecord, WorldState
 
-from .lifecycle import create_agent, derive_status, describe, finish, queue_message
+from .lifecycle import create_agent, derive_status, fail, finish, queue_message
 
 __all__ = ["ApplyInputs"]
 
@@ -44,8 +44,8 @@ class ApplyInputs(esper.Processor):
                 continue  # unknown id: refused at the call; nothing to apply
             try:
                 handler(state, rec, item)
-            except Exception as exc:
-                finish(state, rec, StatusKind.ERROR, f"ApplyInputs: {describe(exc)}")
+            except BaseException as exc:  # fails this agent only, whatever it is
+                fail(state, rec, exc, "ApplyInputs")
 
     @staticmethod
     def _spawn(state: WorldState, item: SpawnAgent) -> None:

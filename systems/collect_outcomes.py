@@ -11,7 +11,6 @@ from components import (
     Phase,
     PromptOpened,
     PromptSettled,
-    StatusKind,
     ToolResult,
     response_approved,
 )
@@ -22,7 +21,13 @@ from runtime.world.inputs import EffectFailed
 from runtime.world.state import AgentRecord, PendingBatch, Throw, WorldState
 
 from .dispatch_work import launch_tools
-from .lifecycle import add_history, as_text, describe, finish, record_tool_results, resume_with
+from .lifecycle import (
+    add_history,
+    as_text,
+    fail,
+    record_tool_results,
+    resume_with,
+)
 
 __all__ = ["DENIED", "CollectOutcomes"]
 
@@ -45,8 +50,8 @@ class CollectOutcomes(esper.Processor):
                 continue  # a prompt a host opened for no agent of ours, say
             try:
                 _collect(state, rec, item)
-            except Exception as exc:
-                finish(state, rec, StatusKind.ERROR, f"CollectOutcomes: {describe(exc)}")
+            except BaseException as exc:  # fails this agent only, whatever it is
+                fail(state, rec, exc, "CollectOutcomes")
 
 
 def _collect(state: WorldState, rec: AgentRecord, item: Any) -> None:
@@ -84,7 +89,8 @@ def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) 
         state.stale_dropped += 1  # rule: an outcome for a batch no longer awaited is stale
         return
     if turn.phase is Phase.THINKING:
-        result = outcome.results[0] if outcome.results else ToolResult("", error="no reply")
+        no_reply = outcome.error or "the model lane delivered no reply"
+        result = outcome.results[0] if outcome.results else ToolResult("", error=no_reply)
         if not result.ok:
             resume_with(state, rec, Throw(errors.ModelError(result.error)))
             return
@@ -97,6 +103,10 @@ def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) 
         pending: PendingBatch = turn.pending
         for result in outcome.results:
             pending.results.setdefault(result.call_id, result)
+        if outcome.error is not None:  # the job failed as a whole: every call says why
+            for call in pending.calls:
+                if call.id not in pending.results:
+                    pending.results[call.id] = ToolResult(call.id, error=outcome.error)
         finish_batch(state, rec, pending)
 
 

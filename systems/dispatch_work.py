@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import esper
 
-from components import InteractionRequest, Phase, StatusKind
+from components import InteractionRequest, Phase
 from runtime.models.base import ModelRequest
 from runtime.world.actions import Action, Ask, CallTools, Think
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
-from .lifecycle import add_history, describe, finish, mint, resume_with, turn_token
+from .lifecycle import add_history, fail, mint, resume_with, turn_token
 
 __all__ = ["DispatchWork", "launch_tools"]
 
@@ -29,8 +29,8 @@ class DispatchWork(esper.Processor):
                 continue
             try:
                 _dispatch(state, rec, action)
-            except Exception as exc:
-                finish(state, rec, StatusKind.ERROR, f"DispatchWork: {describe(exc)}")
+            except BaseException as exc:  # fails this agent only, whatever it is
+                fail(state, rec, exc, "DispatchWork")
 
 
 def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:

@@ -31,6 +31,7 @@ from components import (
     WaitReason,
 )
 from runtime.cancel import CancelToken, InterruptHandle
+from runtime.world import sigint
 from runtime.world.actions import HistoryView, Turn
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
@@ -42,6 +43,7 @@ __all__ = [
     "create_agent",
     "derive_status",
     "end_turn",
+    "fail",
     "finish",
     "mint",
     "record_tool_results",
@@ -234,8 +236,8 @@ def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
     view = HistoryView(rec.history.entries)
     try:
         gen = rec.fn(Turn(rec.id, message, view, turn.generation, state, rec))
-    except Exception as exc:
-        finish(state, rec, StatusKind.ERROR, describe(exc))
+    except BaseException as exc:  # rule: whatever a behaviour raises fails that agent only
+        fail(state, rec, exc)
         return
     state.touch(rec)
     if not inspect.isgenerator(gen):
@@ -246,6 +248,17 @@ def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
     turn.phase = Phase.READY
     state.make_ready(rec)
     set_active(rec)
+
+
+def fail(state: WorldState, rec: AgentRecord, exc: BaseException, where: str = "") -> None:
+    """End the agent in ERROR for ``exc``, whatever it is (``SystemExit``, a stray
+    ``Cancelled`` and ``KeyboardInterrupt`` included): one agent's failure never strands
+    the agents after it in the tick, nor kills the tick thread. A ``KeyboardInterrupt``
+    on the main thread is raised again once the tick is over (`runtime.world.sigint`)."""
+    if isinstance(exc, KeyboardInterrupt):
+        sigint.note_keyboard_interrupt()
+    text = describe(exc)
+    finish(state, rec, StatusKind.ERROR, f"{where}: {text}" if where else text)
 
 
 def describe(exc: BaseException) -> str:
@@ -260,7 +273,7 @@ def _close(rec: AgentRecord) -> None:
     if gen is not None:
         try:
             gen.close()
-        except Exception:
+        except BaseException:  # SystemExit in a `finally:` of the behaviour, say
             log.exception("behaviour of agent %s raised while being closed", rec.id)
 
 

@@ -9,7 +9,7 @@ from runtime.errors import UnknownAgentError
 from runtime.world.actions import Ask, CallTools, Join, Sleep, Spawn, Think
 from runtime.world.state import AgentRecord, Throw, WorldState
 
-from .lifecycle import await_children, create_agent, describe, end_turn, finish, resume_with
+from .lifecycle import await_children, create_agent, end_turn, fail, finish, resume_with
 
 __all__ = ["StepBehaviors"]
 
@@ -65,8 +65,8 @@ class StepBehaviors(esper.Processor):
                 except StopIteration as stop:
                     end_turn(state, rec, stop.value)
                     continue
-                except Exception as exc:
-                    finish(state, rec, StatusKind.ERROR, describe(exc))
+                except BaseException as exc:  # SystemExit, a stray Cancelled: this agent's
+                    fail(state, rec, exc)
                     continue
                 cls = action.__class__
                 if cls is Sleep:
@@ -99,8 +99,8 @@ class StepBehaviors(esper.Processor):
                 else:
                     message = f"behaviour yielded {action!r}, which is not an action"
                     finish(state, rec, StatusKind.ERROR, message)
-            except Exception as exc:
-                finish(state, rec, StatusKind.ERROR, f"StepBehaviors: {describe(exc)}")
+            except BaseException as exc:
+                fail(state, rec, exc, "StepBehaviors")
         stepped = len(ready) - skipped  # behaviours advanced (or ended) this tick
         state.stepped += stepped
         state.changed_this_tick += stepped

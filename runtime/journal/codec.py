@@ -128,6 +128,7 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
             "agent_id": i.agent_id,
             "batch_id": i.batch_id,
             "elapsed": i.elapsed,
+            "error": i.error,
             "results": [
                 {"call_id": r.call_id, "error": r.error, **_output(r.output)} for r in i.results
             ],
@@ -171,6 +172,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
         d["batch_id"],
         tuple(ToolResult(r["call_id"], _unoutput(r), r["error"]) for r in d["results"]),
         float(d["elapsed"]),
+        d.get("error"),  # absent in journals written before outcomes had one
     ),
     "prompt_opened": lambda d: PromptOpened(
         d["agent_id"], _unrequest(d["request"]), d["at"], d["deadline"]

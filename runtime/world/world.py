@@ -14,6 +14,7 @@ import itertools
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
 from types import TracebackType
@@ -30,6 +31,7 @@ from runtime.lane.tool_lane import ToolLane
 from runtime.models.base import Model
 from runtime.tools.registry import ToolRegistry
 from runtime.wake import Wake
+from runtime.world import sigint
 from runtime.world.actions import Behavior
 from runtime.world.behaviors import GLOBAL_BEHAVIORS, BehaviorRegistry
 from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
@@ -359,11 +361,21 @@ class World(RunLoop):
     def tick(self) -> TickReport:
         """Run the pipeline once: apply inputs, step what can move, dispatch its work.
 
+        Ctrl-C on the main thread during a tick is held until the tick is over (see
+        `runtime.world.sigint`): the tick finishes for every agent, then
+        ``KeyboardInterrupt`` is raised, leaving a whole world to tick on or close.
+
         Raises:
             WorldClosedError: the world is closed.
+            KeyboardInterrupt: Ctrl-C was pressed during the tick (main thread only).
         """
         self._check_open()
-        return self._tick(self._inbox.drain(), None)
+        deferring = sigint.enter()
+        try:
+            return self._tick(self._inbox.drain(), None)
+        finally:
+            if deferring:
+                sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
 
     def _tick(
         self,
@@ -398,7 +410,9 @@ class World(RunLoop):
             for observer in self._observers:
                 try:
                     observer(report, inputs)
-                except Exception:
+                except BaseException as exc:  # host code: never the end of the tick thread
+                    if isinstance(exc, KeyboardInterrupt):
+                        sigint.note_keyboard_interrupt()
                     log.exception("tick observer %r raised", observer)
             return report
 
@@ -447,10 +461,17 @@ class World(RunLoop):
     def close(self, timeout: float = 5.0) -> None:
         """Stop the loop, cancel work in flight, settle prompts, close lanes and owned backend.
 
+        ``timeout`` bounds the whole close: the loop's stop and the wait for every lane's
+        running jobs share it (work that ignores its token is left running, logged).
         Idempotent. Agents keep their last status.
         """
         if self._closed:
             return
+        deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         try:
             self.stop(timeout)
         finally:
@@ -460,8 +481,8 @@ class World(RunLoop):
                     if rec.handle is not None:
                         rec.handle.interrupt("world closed")
             self.hub.close()
-            self.lane.close(timeout)
-            self.inference_lane.close(timeout)
+            self.lane.close(left())
+            self.inference_lane.close(left())
             if self._tool_backend is not None:  # after the lane: its jobs are settled
                 self._tool_backend.close()
             if self._journal is not None:
