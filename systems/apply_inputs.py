@@ -67,6 +67,12 @@ def _send(state: WorldState, rec: AgentRecord, item: SendMessage) -> None:
 
 
 def _pause(state: WorldState, rec: AgentRecord, item: PauseAgent) -> None:
+    # Pause reaches the whole subtree, as cancel does: a parent's children are paused too.
+    for agent in _subtree(state, rec):
+        _pause_one(state, agent)
+
+
+def _pause_one(state: WorldState, rec: AgentRecord) -> None:
     status = rec.status
     if status.kind.is_terminal or status.kind is StatusKind.PAUSED:
         return
@@ -81,13 +87,39 @@ def _pause(state: WorldState, rec: AgentRecord, item: PauseAgent) -> None:
 def _resume(state: WorldState, rec: AgentRecord, item: ResumeAgent) -> None:
     if rec.status.kind is not StatusKind.PAUSED:
         return
+    for agent in _subtree(state, rec):
+        _resume_one(state, agent)
+
+
+def _resume_one(state: WorldState, rec: AgentRecord) -> None:
+    if rec.status.kind is not StatusKind.PAUSED:
+        return
     rec.paused_from = None
     rec.status.kind = StatusKind.IDLE  # no longer PAUSED, so derive_status may write it
     derive_status(rec)
     held = state.held.pop(rec.ordinal, None)
     if held is not None:
         state.ready[rec.ordinal] = held  # apply what landed while paused
+    if rec.holding:
+        # Outcomes held whole while paused: CollectOutcomes applies them later this tick,
+        # in the order they arrived.
+        state.outcomes.extend(rec.holding)
+    rec.holding = None
     state.touch(rec)
+
+
+def _subtree(state: WorldState, rec: AgentRecord) -> list[AgentRecord]:
+    """``rec`` and its descendants that still have records, parents before children."""
+    found = [rec]
+    index = 0
+    while index < len(found):
+        children = found[index].children
+        index += 1
+        for child_id in children or ():
+            child = state.records.get(child_id)
+            if child is not None:
+                found.append(child)
+    return found
 
 
 def _cancel(state: WorldState, rec: AgentRecord, item: CancelAgent) -> None:

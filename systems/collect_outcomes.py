@@ -11,6 +11,7 @@ from components import (
     Phase,
     PromptOpened,
     PromptSettled,
+    StatusKind,
     ToolResult,
     response_approved,
 )
@@ -44,18 +45,28 @@ class CollectOutcomes(esper.Processor):
         if not state.outcomes:
             return
         outcomes, state.outcomes = state.outcomes, []
-        for _seq, item in outcomes:
+        for seq, item in outcomes:
             rec = state.records.get(item.agent_id)  # type: ignore[attr-defined]
             if rec is None:
                 continue  # a prompt a host opened for no agent of ours, say
             try:
-                _collect(state, rec, item)
+                _collect(state, rec, seq, item)
             except BaseException as exc:  # fails this agent only, whatever it is
                 fail(state, rec, exc, "CollectOutcomes")
 
 
-def _collect(state: WorldState, rec: AgentRecord, item: Any) -> None:
+def _hold(rec: AgentRecord, seq: int, item: object) -> None:
+    """Keep what landed on a paused agent, whole, for ``resume`` to hand back."""
+    if rec.holding is None:
+        rec.holding = []
+    rec.holding.append((seq, item))
+
+
+def _collect(state: WorldState, rec: AgentRecord, seq: int, item: Any) -> None:
     cls = type(item)
+    # Rule: what lands on a paused agent is held whole (history included) until resume.
+    # The mirror of the hub's open set is not the agent's progress: it is kept current.
+    paused = rec.status.kind is StatusKind.PAUSED
     if cls is PromptOpened:
         if rec.status.kind.is_terminal:
             # Opened before the agent ended but reported after AbortTerminalWork asked the
@@ -72,7 +83,12 @@ def _collect(state: WorldState, rec: AgentRecord, item: Any) -> None:
         if rec.prompts is not None and rec.prompts.pop(item.request_id, None) is not None:
             state.prompt_changed[rec.ordinal] = rec
             state.touch(rec)
-        _deliver_settlement(state, rec, item)
+        if paused:
+            _hold(rec, seq, item)
+        else:
+            _deliver_settlement(state, rec, item)
+    elif paused:
+        _hold(rec, seq, item)
     elif cls is ToolOutcome:
         _deliver_outcome(state, rec, item)
     elif cls is EffectFailed:

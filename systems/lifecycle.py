@@ -286,6 +286,7 @@ def _clear_turn(state: WorldState, rec: AgentRecord) -> None:
     turn.pending = None
     turn.send_value = None
     rec.sleep_seq = 0
+    rec.holding = None  # outcomes held while paused belong to this turn: stale now
     state.ready.pop(rec.ordinal, None)
     state.held.pop(rec.ordinal, None)
     state.lane_waiting.pop(rec.ordinal, None)

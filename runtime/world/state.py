@@ -102,6 +102,7 @@ class AgentRecord:
         "hist_hash",
         "hist_hashed",
         "history",
+        "holding",
         "id",
         "mailbox",
         "ordinal",
@@ -142,6 +143,9 @@ class AgentRecord:
         self.prompts: dict[str, InteractionKind] | None = None
         self.result: Any = None
         self.paused_from: StatusKind | None = None
+        # Outcomes and settlements that landed while paused, whole and in arrival order:
+        # none of it (history, result, status) is applied until resume (None: nothing held).
+        self.holding: list[tuple[int, object]] | None = None
         self.children: list[str] | None = None
         # The chained hash of the first `hist_hashed` history entries; entries are only
         # ever appended, so the rest are folded in lazily (runtime.digest.history_hash).
