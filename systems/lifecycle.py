@@ -68,7 +68,7 @@ def as_text(value: Any) -> str:
     # Scalars the way the JSON encoder writes them, without running it (a tool's output
     # is often a number); the encoder itself is made once (see `_TEXT`).
     kind = type(value)
-    if kind is int:
+    if kind is int and -_INT_TEXT < value < _INT_TEXT:
         return int.__repr__(value)
     if kind is float and math.isfinite(value):
         return float.__repr__(value)
@@ -78,8 +78,22 @@ def as_text(value: Any) -> str:
         return "null"
     try:
         return _TEXT.encode(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
+        return _unencodable(value)
+
+
+_INT_TEXT = 10**4300  # CPython's int -> str limit: beyond it even repr() raises
+
+
+def _unencodable(value: Any) -> str:
+    # Only values that never passed the lane's boundary get here (a host posting raw
+    # outcomes); the text must not raise in turn (str() of a 5,000-digit int does).
+    if isinstance(value, int):
+        return f"<int of {value.bit_length()} bits>"
+    try:
         return str(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
 
 
 # What `json.dumps(value, sort_keys=True, default=str)` uses, made once instead of per call.

@@ -75,7 +75,9 @@ class StepBehaviors(esper.Processor):
                     if seconds <= 0:
                         turn.deadline = now
                         next_ready[ordinal] = rec
-                    else:
+                    elif not seconds > 0:  # NaN (neither <= 0 nor > 0): no deadline to pass
+                        finish(state, rec, StatusKind.ERROR, "Sleep: `seconds` is NaN")
+                    else:  # finite, or infinite: sleeps until interrupted or cancelled
                         deadline = turn.deadline = now + seconds
                         bucket = buckets.get(deadline)
                         if bucket is None:
@@ -109,6 +111,10 @@ class StepBehaviors(esper.Processor):
 def _spawn(state: WorldState, rec: AgentRecord, action: Spawn) -> None:
     behavior = action.behavior
     name = behavior if isinstance(behavior, str) else state.behaviors.name_of(behavior)
-    child_id = f"{rec.id}.{len(rec.children or ()) + 1}"
+    number = len(rec.children or ()) + 1
+    child_id = f"{rec.id}.{number}"
+    while child_id in state.records:  # only a raw SpawnAgent input can have taken it
+        number += 1
+        child_id = f"{rec.id}.{number}"
     create_agent(state, child_id, name, action.message, name=action.name, parent=rec.id)
     resume_with(state, rec, child_id)

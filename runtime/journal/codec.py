@@ -202,7 +202,9 @@ def encode_input(item: object) -> tuple[str, str]:
     try:
         payload = json.dumps(encode(item), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise JournalError(f"cannot journal {kind} input {item!r}: {exc}") from exc
+        # Not `{item!r}`: the repr of what JSON refused may raise too (a 5,000-digit int).
+        agent = getattr(item, "agent_id", None)
+        raise JournalError(f"cannot journal the {kind} input of agent {agent!r}: {exc}") from exc
     return kind, payload
 
 

@@ -12,6 +12,7 @@ thread.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -102,7 +103,7 @@ class RunLoop:
                         f" `timeout`={timeout}s"
                     )
                 wait = min(wait, left)
-            self.wake.wait(wait)
+            self.wake.wait(min(wait, REDRIVE_SECS))  # a far sleeper: wait in slices
 
     def run(self, stop: threading.Event | Callable[[], bool] | None = None) -> None:
         """Tick until ``stop`` is set (or returns True), parking when nothing can move.
@@ -131,6 +132,8 @@ class RunLoop:
         state = self._state
         clock = self.clock
         timer = _earliest(state.next_timer(), self._timers.next_due())
+        if timer is not None and timer == math.inf:
+            timer = None  # `Sleep(inf)`: only an interrupt or a cancel ends it, never time
         prompt = self.hub.next_deadline()
         if state.lane_waiting:
             nearest = min((d for d in (timer, prompt) if d is not None), default=None)

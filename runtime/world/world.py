@@ -50,7 +50,7 @@ from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
 from runtime.world.state import Effects, WorldState
 from runtime.world.timers import HostTimers
-from runtime.world.values import is_json
+from runtime.world.values import NotJSON, json_value
 
 __all__ = ["REDRIVE_SECS", "TickReport", "World"]
 
@@ -184,14 +184,15 @@ class World(RunLoop):
 
         Raises:
             BehaviorNotFound: ``behavior`` is a name that does not resolve.
-            ConfigError: ``agent_id`` is taken or malformed, or ``message`` is not a JSON
-                value while a journal records the world.
+            ConfigError: ``agent_id`` is taken, malformed or of the form kept for children
+                (``<id>.<n>``), or ``message`` is not a JSON value while a journal records
+                the world (a tuple is taken as a list).
             WorldClosedError: the world is closed.
         """
         self._check_open()
         behavior_name = behavior if isinstance(behavior, str) else self.behaviors.name_of(behavior)
         self.behaviors.resolve(behavior_name)  # fail at the call, not on the tick thread
-        self._check_recordable("message", message)
+        message = self._recordable("message", message)
         with self._ids_lock:
             if agent_id is None:
                 while True:
@@ -214,7 +215,7 @@ class World(RunLoop):
         Raises:
             UnknownAgentError: no agent has that id.
         """
-        self._check_recordable("message", message)
+        message = self._recordable("message", message)
         self._command(SendMessage(self._checked(agent_id), message))
 
     def pause(self, agent_id: str) -> None:
@@ -542,13 +543,18 @@ class World(RunLoop):
             raise UnknownAgentError(f"unknown agent {agent_id!r}")
         return agent_id
 
-    def _check_recordable(self, name: str, value: Any) -> None:
-        # A journal stores inputs as JSON: refuse what it cannot store here, at the call,
-        # rather than on the tick thread when the tick is written.
-        if self._journal is not None and not is_json(value):
+    def _recordable(self, name: str, value: Any) -> Any:
+        # A journal stores inputs as JSON: settle the value here, at the call, so that the
+        # live run sees what its replay will (a tuple becomes a list), and refuse what JSON
+        # cannot hold rather than fail on the tick thread when the tick is written.
+        if self._journal is None:
+            return value
+        try:
+            return json_value(value)
+        except NotJSON as exc:
             raise ConfigError(
-                f"`{name}` must be a JSON value when the world records a journal, got {value!r}"
-            )
+                f"`{name}` must be a JSON value when the world records a journal: {exc}"
+            ) from None
 
     def _command(self, item: object) -> None:
         self._check_open()
@@ -563,3 +569,10 @@ def _check_int(name: str, value: object) -> None:
 def _check_agent_id(agent_id: object) -> None:
     if not isinstance(agent_id, str) or not agent_id or "/" in agent_id:
         raise ConfigError(f"`agent_id` must be a non-empty string without '/', got {agent_id!r}")
+    # Children are named `<parent>.<n>` on the tick thread: a host's `p.1` would be taken
+    # by (or take the place of) agent p's first child, so that form is the runtime's.
+    stem, dot, number = agent_id.rpartition(".")
+    if dot and stem and number.isdecimal():
+        raise ConfigError(
+            f"`agent_id` must not end in '.<number>' (kept for child agents), got {agent_id!r}"
+        )
