@@ -20,6 +20,7 @@ ORDER = (
     "vs_asyncio",
     "replay_speed",
     "memory_per_agent",
+    "memory_per_finished_agent",
 )
 
 assert set(ORDER) == set(BENCHMARKS), sorted(set(ORDER) ^ set(BENCHMARKS))

@@ -10,6 +10,7 @@ import esper
 from components import StatusKind
 from runtime.world.inputs import (
     CancelAgent,
+    ForgetAgent,
     InterruptAgent,
     PauseAgent,
     ResumeAgent,
@@ -130,10 +131,16 @@ def _interrupt(state: WorldState, rec: AgentRecord, item: InterruptAgent) -> Non
     state.to_interrupt.append(rec)
 
 
+def _forget(state: WorldState, rec: AgentRecord, item: ForgetAgent) -> None:
+    if rec.status.kind.is_terminal:  # refused at the call otherwise; never revived since
+        state.to_forget.append(rec)
+
+
 _COMMANDS: dict[type, Callable[[WorldState, AgentRecord, Any], None]] = {
     SendMessage: _send,
     PauseAgent: _pause,
     ResumeAgent: _resume,
     CancelAgent: _cancel,
     InterruptAgent: _interrupt,
+    ForgetAgent: _forget,
 }

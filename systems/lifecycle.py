@@ -362,9 +362,28 @@ def finish(state: WorldState, rec: AgentRecord, kind: StatusKind, message: str) 
     _clear_turn(state, rec)
     rec.paused_from = None
     rec.status.kind, rec.status.reason, rec.status.message = kind, None, message
+    # A finished agent keeps no generator (closed above), rng or mailbox; its handle (and
+    # the turn's token) goes once AbortTerminalWork has fired it.
+    rec.rng = None
+    rec.mailbox = None
     state.to_abort.append(rec)
+    if state.keep_finished is not None:
+        _queue_release(state, rec)
     for parent in state.joiners.pop(rec.id, ()):
         check_join(state, parent)
+
+
+def _queue_release(state: WorldState, rec: AgentRecord) -> None:
+    """Queue ``rec`` for release once its parent has finished too, and its finished
+    children with it (they waited for this parent: a live parent may still Join them)."""
+    released = state.finished
+    for child_id in rec.children or ():
+        child = state.records.get(child_id)
+        if child is not None and child.status.kind.is_terminal:
+            released.append(child)
+    parent = None if rec.agent.parent is None else state.records.get(rec.agent.parent)
+    if parent is None or parent.status.kind.is_terminal:
+        released.append(rec)
 
 
 def resume_with(state: WorldState, rec: AgentRecord, value: Any) -> None:

@@ -37,6 +37,7 @@ def test_every_benchmark_of_the_issue_is_registered_once_in_the_issues_order():
         "vs_asyncio",
         "replay_speed",
         "memory_per_agent",
+        "memory_per_finished_agent",
     ]
     assert set(BENCHMARKS) == set(ORDER)
 

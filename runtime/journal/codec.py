@@ -27,6 +27,7 @@ from runtime.models import ModelReply
 from runtime.world.inputs import (
     CancelAgent,
     EffectFailed,
+    ForgetAgent,
     InterruptAgent,
     PauseAgent,
     ResumeAgent,
@@ -113,6 +114,7 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     ResumeAgent: ("resume", lambda i: {"agent_id": i.agent_id}),
     CancelAgent: ("cancel", lambda i: {"agent_id": i.agent_id, "reason": i.reason}),
     InterruptAgent: ("interrupt", lambda i: {"agent_id": i.agent_id}),
+    ForgetAgent: ("forget", lambda i: {"agent_id": i.agent_id}),
     EffectFailed: (
         "effect_failed",
         lambda i: {
@@ -166,6 +168,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
     "resume": lambda d: ResumeAgent(d["agent_id"]),
     "cancel": lambda d: CancelAgent(d["agent_id"], d["reason"]),
     "interrupt": lambda d: InterruptAgent(d["agent_id"]),
+    "forget": lambda d: ForgetAgent(d["agent_id"]),
     "effect_failed": lambda d: EffectFailed(d["agent_id"], d["ref"], d["error"], d["error_type"]),
     "outcome": lambda d: ToolOutcome(
         d["agent_id"],

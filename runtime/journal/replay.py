@@ -146,6 +146,7 @@ def _rebuild(
             tool_capacity=int(header.get("tool_capacity", 1)),
             inference_capacity=int(header.get("inference_capacity", 1)),
             interaction_timeout_secs=float(header.get("interaction_timeout_secs", 3600.0)),
+            keep_finished=header.get("keep_finished"),
             behaviors=behaviors,
             effects=effects,
             track_digests=True,

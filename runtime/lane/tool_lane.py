@@ -199,7 +199,9 @@ class ToolLane(LaneCore):
         """Run a started job that no existing thread will pick up."""
         if self._executor is None:
             name = f"tickwork-{self._name}-{next(self._thread_ids)}"
-            threading.Thread(target=self._work, args=(entry,), name=name, daemon=True).start()
+            # In a list the worker empties: a Thread keeps its `args` until it ends, which
+            # kept each worker's first job (its token, its results) alive that long.
+            threading.Thread(target=self._work, args=([entry],), name=name, daemon=True).start()
             return
         pending: list[Entry] | None = getattr(_launching, "pending", None)
         if pending is not None:
@@ -212,10 +214,10 @@ class ToolLane(LaneCore):
         finally:
             _launching.pending = None
 
-    def _work(self, first: Entry) -> None:
+    def _work(self, first: list[Entry]) -> None:
         """Be a worker thread: run jobs while there are any, wait idle, then exit."""
         local = _current
-        entry: Entry | None = first
+        entry: Entry | None = first.pop()
         while entry is not None:
             job = entry.job
             results = _NO_RESULTS
@@ -230,6 +232,9 @@ class ToolLane(LaneCore):
             finally:
                 local.slot = None
             entry = self._finish(entry, kind, results, time.perf_counter() - started, error)
+            # An idle worker must not keep its last job alive (its token, its agent's
+            # results) for `idle_timeout`: a finished agent keeps no lane tokens.
+            del job, results
             if entry is None:
                 entry = self._wait_for_work(self._idle_timeout)
 

@@ -19,6 +19,7 @@ from runtime.wake import Wake
 __all__ = [
     "CancelAgent",
     "EffectFailed",
+    "ForgetAgent",
     "Inbox",
     "InterruptAgent",
     "PauseAgent",
@@ -72,6 +73,13 @@ class CancelAgent:
 @dataclass(frozen=True, slots=True)
 class InterruptAgent:
     """Abandon the agent's current turn, keeping its history."""
+
+    agent_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetAgent:
+    """Release a finished agent entirely (entity, record, history): ``world.forget``."""
 
     agent_id: str
 

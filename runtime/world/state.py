@@ -162,9 +162,22 @@ class WorldState:
     """Everything the systems share, owned by the world and touched only by its tick."""
 
     def __init__(
-        self, *, seed: int, effects: Effects, behaviors: BehaviorRegistry, now: float
+        self,
+        *,
+        seed: int,
+        effects: Effects,
+        behaviors: BehaviorRegistry,
+        now: float,
+        keep_finished: int | None = None,
     ) -> None:
         self.seed = seed
+        # Finished agents that may be released, oldest first: the world keeps the newest
+        # `keep_finished` whole and releases the rest at the end of each tick. An agent
+        # joins once it and its parent (if any) have finished, so a live parent can always
+        # read its children's results. None: keep every finished agent (and queue none).
+        self.keep_finished = keep_finished
+        self.finished: deque[AgentRecord] = deque()
+        self.to_forget: list[AgentRecord] = []
         self.effects = effects
         self.behaviors = behaviors
         self.tick = 0

@@ -38,6 +38,7 @@ from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
 from runtime.world.effects import LiveEffects
 from runtime.world.inputs import (
     CancelAgent,
+    ForgetAgent,
     Inbox,
     InterruptAgent,
     PauseAgent,
@@ -48,7 +49,7 @@ from runtime.world.inputs import (
 from runtime.world.loop import REDRIVE_SECS, RunLoop
 from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
-from runtime.world.state import Effects, WorldState
+from runtime.world.state import AgentRecord, Effects, WorldState
 from runtime.world.timers import HostTimers
 from runtime.world.values import NotJSON, json_value
 
@@ -71,6 +72,15 @@ class World(RunLoop):
     closed with the world. Either way the lane keeps capacity and counters, and ``local_only``
     tools (``AskUserTool``) are refused: they need this process's hub.
 
+    ``keep_finished=None`` keeps every finished agent's status, result and history (tests
+    read them). ``keep_finished=N`` keeps the N most recently finished whole and releases
+    older ones entirely (esper entity, record, history, id) at the end of the tick, in the
+    order they finished, so a replay releases the same ones; a finished child is kept
+    until its parent has finished too, so a live parent can always ``Join`` it. A released
+    id is unknown afterwards (``status`` raises `UnknownAgentError`). ``forget(agent_id)``
+    releases one finished agent at once. Either way, a finished agent never keeps its
+    generator, rng, interrupt handle or lane tokens.
+
     Raises:
         ConfigError: a setting is out of range (the message names it and its value).
     """
@@ -90,8 +100,15 @@ class World(RunLoop):
         tool_executor: Executor | ToolBackend | None = None,
         track_digests: bool = False,
         effects: Effects | None = None,
+        keep_finished: int | None = None,
     ) -> None:
         _check_int("seed", seed)
+        if keep_finished is not None:
+            _check_int("keep_finished", keep_finished)
+            if keep_finished < 0:
+                raise ConfigError(
+                    f"`keep_finished` must be >= 0 (None keeps all), got {keep_finished}"
+                )
         for arg, value in (
             ("tool_capacity", tool_capacity),
             ("inference_capacity", inference_capacity),
@@ -135,7 +152,11 @@ class World(RunLoop):
                 tools_can_ask=tool_executor is None,
             )
         self._state = WorldState(
-            seed=seed, effects=effects, behaviors=self.behaviors, now=self.clock.now()
+            seed=seed,
+            effects=effects,
+            behaviors=self.behaviors,
+            now=self.clock.now(),
+            keep_finished=keep_finished,
         )
         self._lock = threading.RLock()  # held by a tick and by reads: whole ticks only
         self._ids_lock = threading.Lock()
@@ -233,6 +254,27 @@ class World(RunLoop):
     def interrupt(self, agent_id: str) -> None:
         """Abandon the agent's current turn, keeping its history; it waits for input."""
         self._command(InterruptAgent(self._checked(agent_id)))
+
+    def forget(self, agent_id: str) -> None:
+        """Release a finished agent now: its entity, record, history and id.
+
+        Afterwards the id is unknown (``status`` raises `UnknownAgentError`). The release is
+        also an input, so a replay of the journal releases it at the same point.
+
+        Raises:
+            UnknownAgentError: no agent has that id (or it was released already).
+            ConfigError: the agent has not finished (cancel it first).
+        """
+        self._check_open()
+        with self._lock, _ESPER_LOCK, self._in_esper():
+            rec = self._state.records.get(self._checked(agent_id))
+            if rec is None or not rec.status.kind.is_terminal:
+                state = "has not started" if rec is None else f"is {rec.status.kind.value}"
+                raise ConfigError(f"agent {agent_id!r} {state}: only a finished one is forgotten")
+            self._release(rec)
+            # Applied at the start of the next tick: a no-op here (the record is gone), the
+            # same release in a replay, before any digest is compared.
+            self._inbox.put(ForgetAgent(agent_id))
 
     def call_at(self, when: float, fn: Callable[[], object]) -> None:
         """Run ``fn()`` on the tick thread at the first tick whose time is >= ``when``.
@@ -395,16 +437,23 @@ class World(RunLoop):
             state.stepped = 0
             esper.process(state)
             state.inputs = []
+            self._note_new_agents()  # before releases: an agent may end where it began
+            release = state.to_forget or (
+                state.keep_finished is not None and len(state.finished) > state.keep_finished
+            )
             digest = None
             if self._track_digests:
                 if changed is None and self._journal is not None:
                     changed = []
-                self._fold_dirty(changed)
+                self._fold_dirty(changed)  # a released agent's last fields are recorded
+                if release:
+                    self._release_finished()
                 digest = hexdigest(self._digest_total)
                 if self._journal is not None:
                     assert changed is not None
                     self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
-            self._note_new_agents()
+            elif release:
+                self._release_finished()
             report = TickReport(
                 state.tick, state.now, len(inputs), state.stepped, state.changed_this_tick, digest
             )
@@ -416,6 +465,36 @@ class World(RunLoop):
                         sigint.note_keyboard_interrupt()
                     log.exception("tick observer %r raised", observer)
             return report
+
+    def _release_finished(self) -> None:
+        # O(agents released): what `forget` asked for, then the oldest beyond the bound.
+        state = self._state
+        for rec in state.to_forget:
+            if state.records.get(rec.id) is rec:
+                self._release(rec)
+        state.to_forget.clear()
+        keep = state.keep_finished
+        if keep is None:
+            return
+        finished = state.finished
+        while len(finished) > keep:
+            rec = finished.popleft()
+            if state.records.get(rec.id) is rec:  # else forgotten already
+                self._release(rec)
+
+    def _release(self, rec: AgentRecord) -> None:
+        """Drop a finished agent entirely: entity, record, digest share, id (tick lock held)."""
+        state = self._state
+        del state.records[rec.id]
+        state.dirty.pop(rec.ordinal, None)
+        state.prompt_changed.pop(rec.ordinal, None)
+        self._digest_total = combine(self._digest_total, rec.digest, 0)
+        if rec.prompts:  # none are left once settled; never leave one orphaned
+            state.effects.cancel_prompts_of(rec.id)
+        esper.delete_entity(rec.entity)
+        with self._ids_lock:
+            self._known.pop(rec.id, None)
+        state.changed_this_tick += 1
 
     def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
         state = self._state
@@ -529,6 +608,7 @@ class World(RunLoop):
             "tool_capacity": self.lane.capacity,
             "inference_capacity": self.inference_lane.capacity,
             "interaction_timeout_secs": self.hub.timeout_secs,
+            "keep_finished": self._state.keep_finished,
             "tools": sorted(tools.names()),
             "approval_required": sorted(n for n in tools.names() if tools.requires_approval(n)),
             "models": sorted(self.models),
