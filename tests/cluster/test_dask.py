@@ -47,7 +47,7 @@ from runtime import (
 from runtime.cluster import DaskBackend, tool_backend
 from runtime.lane import BackendInfo
 from runtime.world.effects import HubRef, ToolBatch
-from tests.conftest import wait_for
+from tests.conftest import TICKWORK, wait_for
 
 try:
     import distributed
@@ -554,7 +554,7 @@ def _run_scenario(tmp_path: Path, backend: str, name: str) -> tuple[dict[str, An
     (folder / "s.toml").write_text(SCENARIO.format(backend=backend))
     journal = folder / "run.db"
     proc = subprocess.Popen(
-        ["tickwork", "run", str(folder / "s.toml"), "--json", "--journal", str(journal)],
+        [TICKWORK, "run", str(folder / "s.toml"), "--json", "--journal", str(journal)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
