@@ -23,7 +23,9 @@ from components import (
 )
 from runtime.errors import JournalError
 from runtime.lane import ToolOutcome
+from runtime.lane.values import NotJSON, json_value
 from runtime.models import ModelReply
+from runtime.world.digest import canonical
 from runtime.world.inputs import (
     CancelAgent,
     EffectFailed,
@@ -64,11 +66,24 @@ def _request(request: InteractionRequest) -> dict[str, Any]:
         "id": request.id,
         "kind": request.kind.value,
         "prompt": request.prompt,
-        "choices": list(request.choices),
+        "choices": _storable(list(request.choices)),
         "stage": request.stage,
         "required": request.required,
-        "payload": request.payload,
+        "payload": _storable(request.payload),
     }
+
+
+def _storable(value: Any) -> Any:
+    """A prompt's payload as JSON: as it is when it can be, else its canonical text.
+
+    A behaviour's ``Ask`` may carry any payload (a set, an object); a replay never reads it
+    (only the prompt's id and kind reach the state), so it must not fail the tick that
+    journals the prompt.
+    """
+    try:
+        return json_value(value)
+    except NotJSON:
+        return {"unstorable": canonical(value)}
 
 
 def _unrequest(data: dict[str, Any]) -> InteractionRequest:

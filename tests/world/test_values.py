@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from runtime import (
+    Ask,
     CallTools,
     CancelToken,
     ConfigError,
@@ -246,3 +247,29 @@ def test_a_host_cannot_choose_an_id_kept_for_children(make_world):
     world.run_until_idle(max_ticks=10)
     assert world.result("p") == "p.1"
     assert world.status("p.1").kind is StatusKind.COMPLETE
+
+
+def test_a_prompt_payload_json_cannot_hold_never_fails_a_journaled_tick(tmp_path):
+    def asker(turn):
+        request = InteractionRequest.free_text("", "go?")
+        request = type(request)(request.id, request.kind, request.prompt, payload={3, 1})
+        answer = yield Ask(request)
+        return answer.value
+
+    path = tmp_path / "run.db"
+    world = World(
+        clock=ManualClock(),
+        journal=Journal.create(path),
+        behaviors={"asker": asker},
+        interaction_timeout_secs=0,
+    )
+    try:
+        agent = world.spawn("asker", "x")
+        world.run_until_idle(max_ticks=10)
+        [(_owner, request)] = world.hub.pending()
+        world.hub.answer(InteractionResponse.text(request.id, "yes"))
+        world.run_until_idle(max_ticks=10)
+        assert world.result(agent) == "yes"
+    finally:
+        world.close()
+    assert replay(path, behaviors={"asker": asker}).ticks > 0
