@@ -240,15 +240,23 @@ class World(RunLoop):
         self._command(SendMessage(self._checked(agent_id), message))
 
     def pause(self, agent_id: str) -> None:
-        """Stop stepping an agent (from ACTIVE, WAITING or IDLE); outcomes are held."""
+        """Stop stepping an agent and its subtree (from ACTIVE, WAITING or IDLE).
+
+        What lands meanwhile (model replies, tool results, prompt answers) is held whole,
+        history included, until ``resume``.
+        """
         self._command(PauseAgent(self._checked(agent_id)))
 
     def resume(self, agent_id: str) -> None:
-        """Undo ``pause``; what landed meanwhile is applied."""
+        """Undo ``pause`` for the agent and its subtree; what landed meanwhile is applied."""
         self._command(ResumeAgent(self._checked(agent_id)))
 
     def cancel(self, agent_id: str, reason: str = "cancelled by user") -> None:
-        """End an agent for good: work cancelled, prompts settled, children cancelled."""
+        """End an agent for good: work cancelled, prompts settled, children cancelled.
+
+        Every tool call of a batch in progress gets a result in history, and no prompt of
+        the agent is left open, however the cancel and the prompt's opening interleave.
+        """
         self._command(CancelAgent(self._checked(agent_id), reason))
 
     def interrupt(self, agent_id: str) -> None:
