@@ -51,12 +51,10 @@ def enter() -> bool:
     """Start deferring SIGINT if this is the main thread; returns whether it does."""
     if threading.get_ident() != _MAIN:
         return False
-    handler = signal.getsignal(signal.SIGINT)
-    if handler is signal.default_int_handler:
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)
-    elif handler is not _on_sigint:
-        # The host's own handler (or SIG_IGN): still note a behaviour's KeyboardInterrupt.
-        pass
+    # Under a host's own handler (or SIG_IGN) the count still matters: a behaviour's
+    # KeyboardInterrupt is raised again after the tick.
     _state.ticking += 1
     return True
 

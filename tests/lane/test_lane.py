@@ -923,3 +923,21 @@ class LaneMachine(RuleBasedStateMachine):
 
 TestLaneMachine = LaneMachine.TestCase
 TestLaneMachine.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
+
+
+def test_a_huge_idle_timeout_keeps_the_worker_waiting_without_overflowing(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes, idle_timeout=1e300)
+    names: list[str] = []
+
+    def run(cancel: CancelToken) -> list[ToolResult]:
+        names.append(threading.current_thread().name)
+        return result("A")
+
+    lane.submit(ToolJob("a", "A", run))
+    outcomes.take()
+    wait_until(lambda: lane.stats().in_flight == 0, "the first job to end")
+    lane.submit(ToolJob("a", "B", run))
+    outcomes.take()
+    assert names[0] == names[1]  # the same worker waited idle, then took the next job
+    assert lane.stats().threads == 1
