@@ -82,12 +82,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         agents = spawn_agents(world, scenario)
         started = time.monotonic()
         with signals_set(stop) as caught:
-            world.start()
+            # Before the loop starts: its prompt notices come from the tick thread, and
+            # after start() one could print first, even mid-line of this banner.
             print(
                 f"serving {scenario.name} ({len(agents)} agents) on {state.socket} (Ctrl-C stops)",
                 file=sys.stderr,
                 flush=True,
             )
+            world.start()
             while not stop.wait(0.05):
                 if _all_terminal(world):
                     break

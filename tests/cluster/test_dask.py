@@ -412,7 +412,9 @@ def test_capacity_four_on_eight_workers_never_runs_more_than_four_jobs(tmp_path)
         assert wide.info().workers == 8
         counter.write_text("0 0")  # control: without the lane, 8 jobs do run at once
         direct = [
-            wide.executor.submit(occupy_tool, {"path": str(counter), "hold": 0.5}, None)
+            # Held 2 s: under CPU load eight worker processes took longer than 0.5 s to all
+            # start, and this control saw only three at once.
+            wide.executor.submit(occupy_tool, {"path": str(counter), "hold": 2.0}, None)
             for _ in range(8)
         ]
         concurrent.futures.wait(direct, timeout=WAIT)
