@@ -38,6 +38,7 @@ ORDER = (
     "host_system",
     "village_fps",
     "lockstep_cost",
+    "memory_per_finished_agent",
 )
 
 assert set(ORDER) == set(BENCHMARKS), sorted(set(ORDER) ^ set(BENCHMARKS))

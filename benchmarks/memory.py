@@ -1,5 +1,7 @@
 """memory_per_agent: bytes per idle agent at 100k agents (tracemalloc), against a bare esper
-entity carrying the same component data."""
+entity carrying the same component data. memory_per_finished_agent: bytes a world still holds
+per agent after 50k short-lived agents ran to the end in waves, with ``keep_finished=100``
+against ``keep_finished=None`` (what a long-running ``serve`` grows by)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,12 @@ import tracemalloc
 from collections.abc import Callable, Generator
 from typing import Any
 
-from runtime import ManualClock, StatusKind, World
+from runtime import ManualClock, Sleep, StatusKind, World
 
 from .harness import BENCHMARKS, Context, Result, benchmark, paired_result
 from .peers.bare_esper import BareEsperWorld
 
-__all__ = ["memory_per_agent"]
+__all__ = ["memory_per_agent", "memory_per_finished_agent"]
 
 
 def chatter(turn: Any) -> Generator[Any, Any, None]:
@@ -97,4 +99,59 @@ def memory_per_agent(ctx: Context) -> Result:
         base_s,
         ours_label=f"bytes per idle agent at {n:,} agents (tracemalloc)",
         details={"agents": n},
+    )
+
+
+def finisher(turn: Any) -> Generator[Any, Any, int]:
+    """A short-lived agent that draws from its rng (the ~2.5 KB a stream costs) and ends."""
+    value = turn.rng.randrange(1000)
+    yield Sleep(0)
+    return value
+
+
+def _finished(n: int, keep: int | None, wave: int) -> float:
+    """Bytes per agent still allocated after ``n`` agents ran to the end in waves."""
+
+    def build() -> World:
+        world = World(clock=ManualClock(), keep_finished=keep)
+        for start in range(0, n, wave):
+            for _ in range(min(wave, n - start)):
+                world.spawn(finisher)
+            world.run_until_idle()
+        return world
+
+    per_agent, world = _measure(build, n)
+    try:
+        kept = len(world._state.records)
+        assert kept == (n if keep is None else min(n, keep)), kept
+    finally:
+        world.close()
+    return per_agent
+
+
+@benchmark(
+    "memory_per_finished_agent",
+    unit="bytes/agent",
+    target="<= 0.1",
+    ours="bytes retained per finished agent, keep_finished=100 (tracemalloc)",
+    baseline="the same run with keep_finished=None (every finished agent kept)",
+)
+def memory_per_finished_agent(ctx: Context) -> Result:
+    n = ctx.pick(10_000, 50_000)
+    wave = 1_000
+    reps = ctx.pick(1, 2)  # allocation is deterministic: the spread is ~0
+    ours_s: list[float] = []
+    base_s: list[float] = []
+    for rep in range(reps):
+        ctx.progress.rep(rep + 1, reps)
+        arms = [(ours_s, 100), (base_s, None)]
+        for samples, keep in arms if rep % 2 == 0 else arms[::-1]:
+            samples.append(_finished(n, keep, wave))
+    return paired_result(
+        BENCHMARKS["memory_per_finished_agent"],
+        ours_s,
+        base_s,
+        ours_label=f"bytes retained per finished agent, {n:,} in waves of {wave:,}, keep 100",
+        baseline_label=f"the same {n:,} agents with keep_finished=None",
+        details={"agents": n, "wave": wave, "keep_finished": 100},
     )

@@ -93,7 +93,13 @@ class CancelToken:
             return True
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the token fires or ``timeout`` passes; returns ``cancelled``."""
+        """Block until the token fires or ``timeout`` passes; returns ``cancelled``.
+
+        A timeout longer than a lock can wait (``threading.TIMEOUT_MAX``, ~292 years)
+        waits for the token alone instead of raising ``OverflowError``.
+        """
+        if timeout is not None and timeout > threading.TIMEOUT_MAX:
+            timeout = None
         with self._lock:
             if self._reason is not None:
                 return True

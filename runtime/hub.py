@@ -26,6 +26,7 @@ from components.interaction import (
     PromptSettled,
     Settlement,
 )
+from runtime.cancel import CancelToken
 from runtime.clock import Clock, MonotonicClock
 from runtime.errors import ConfigError, DuplicateRequestError
 from runtime.lane.parking import off_lane
@@ -45,6 +46,11 @@ _RECENT_SETTLEMENTS = 10_000
 # many items as there are open requests (and at least this many), so lazy deletion keeps
 # `next_deadline` O(log n) amortised without letting answered prompts pile up in the heap.
 _HEAP_COMPACT_MIN = 64
+
+
+# The longest single timed wait: `threading.TIMEOUT_MAX` is the bound, and a day is plenty
+# for one slice of a longer wait.
+_LONGEST_WAIT = min(86_400.0, threading.TIMEOUT_MAX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,25 +162,48 @@ class InteractionHub:
         self._nudge()
         return entry.request.id
 
-    def ask(self, agent_id: str, request: InteractionRequest) -> InteractionResponse:
+    def ask(
+        self,
+        agent_id: str,
+        request: InteractionRequest,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> InteractionResponse:
         """Open ``request`` for ``agent_id`` and block until it settles; return the response.
 
         A timeout or a cancellation returns the neutral response. On a real clock the wait
         ends by itself at the deadline; on a virtual clock ``expire_due`` ends it. Inside a
-        lane job the whole wait is spent off the lane.
+        lane job the whole wait is spent off the lane. ``cancel`` (the asking job's token)
+        withdraws the prompt when it fires, whenever that is: before the prompt opens (then
+        it never opens), while it is open, or in between.
 
         Raises:
             DuplicateRequestError: a request with this id is already open.
+            Cancelled: ``cancel`` fired before the prompt was opened.
         """
+        if cancel is not None:
+            cancel.raise_if_cancelled()
         entry = self._open_entry(agent_id, request, threading.Event())
         self._nudge()
+        request_id = entry.request.id
+
+        def withdraw(_token: CancelToken) -> None:
+            self.cancel(request_id)
+
+        if cancel is not None:
+            # Added after the prompt is open: a token that fired in between runs `withdraw`
+            # at once, so no cancel can fall into a window and leave an orphaned prompt.
+            cancel.add_callback(withdraw)
         try:
             settled = self._wait(entry)
         except BaseException:
             # The asker is gone (interrupted), so nobody could receive an answer: leave no
             # orphaned prompt behind.
-            self.cancel(entry.request.id)
+            self.cancel(request_id)
             raise
+        finally:
+            if cancel is not None:
+                cancel.remove_callback(withdraw)
         return settled.response
 
     def answer(self, response: InteractionResponse) -> bool:
@@ -399,7 +428,9 @@ class InteractionHub:
             if deadline is None or self._clock.virtual:
                 waiter.wait()
             else:
-                while not waiter.wait(max(0.0, deadline - self._clock.now())):
+                # In slices no longer than a lock can wait for: a deadline 1e300 s away
+                # (`timeout_secs=1e300`) waits, it does not raise OverflowError.
+                while not waiter.wait(min(_LONGEST_WAIT, max(0.0, deadline - self._clock.now()))):
                     if self._clock.now() >= deadline:
                         self._expire(entry)
                         break

@@ -165,6 +165,9 @@ def run_process(
     )
 
 
+_LONGEST_SELECT = 86_400.0  # one slice of a longer wait; the loop goes round again
+
+
 def _wait(
     proc: subprocess.Popen[bytes],
     wake_r: int,
@@ -188,6 +191,8 @@ def _wait(
         deadline = None if timeout is None else started + timeout
         while True:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if wait is not None:
+                wait = min(wait, _LONGEST_SELECT)  # a 1e300 s timeout overflows select()
             if pidfd is None:
                 wait = _POLL_WITHOUT_PIDFD if wait is None else min(wait, _POLL_WITHOUT_PIDFD)
             for key, _ in sel.select(wait):

@@ -50,10 +50,12 @@ class Wake:
         Returns True if a permit was taken, False on timeout.
 
         Raises:
-            ValueError: ``timeout`` is negative.
+            ValueError: ``timeout`` is negative or NaN.
         """
-        if timeout is not None and timeout < 0:
+        if timeout is not None and not timeout >= 0:
             raise ValueError(f"`timeout` must be >= 0 or None, got {timeout}")
+        if timeout is not None and timeout > threading.TIMEOUT_MAX:
+            timeout = None  # longer than a lock can wait (OverflowError): as good as forever
         with self._cond:
             if not self._permit:
                 self._cond.wait(timeout)

@@ -15,7 +15,8 @@ __all__ = ["AbortTerminalWork"]
 class AbortTerminalWork(esper.Processor):
     """Runs right after inputs so a cancel takes effect this tick: the turn's token fires
     (lane jobs stop, subprocess groups die), open prompts are settled (rule: a cancelled
-    run leaves no orphaned prompt), and a cancelled agent's children are cancelled too."""
+    run leaves no orphaned prompt, in any interleaving: see also CollectOutcomes), and a
+    cancelled agent's children are cancelled too."""
 
     def process(self, state: WorldState) -> None:
         queue = state.to_abort
@@ -29,8 +30,11 @@ class AbortTerminalWork(esper.Processor):
             kind = rec.status.kind
             if rec.handle is not None:
                 rec.handle.interrupt(rec.status.message or kind.value)
+                rec.handle = None  # a finished agent keeps no handle or tokens
             if rec.prompts:
                 effects.cancel_prompts_of(rec.id)
+            # A prompt open in the hub but not yet on the record (its PromptOpened event is
+            # applied this tick or later) is settled when CollectOutcomes meets its event.
             if kind is StatusKind.CANCELLED and rec.children:
                 for child_id in rec.children:
                     child = state.records.get(child_id)

@@ -11,6 +11,7 @@ from components import StatusKind
 from runtime.world.inputs import (
     AddEntity,
     CancelAgent,
+    ForgetAgent,
     InterruptAgent,
     PauseAgent,
     ResumeAgent,
@@ -19,7 +20,7 @@ from runtime.world.inputs import (
 )
 from runtime.world.state import AgentRecord, WorldState
 
-from .lifecycle import create_agent, derive_status, describe, finish, queue_message
+from .lifecycle import create_agent, derive_status, fail, finish, queue_message
 
 __all__ = ["ApplyInputs"]
 
@@ -48,8 +49,8 @@ class ApplyInputs(esper.Processor):
                 continue  # unknown id: refused at the call; nothing to apply
             try:
                 handler(state, rec, item)
-            except Exception as exc:
-                finish(state, rec, StatusKind.ERROR, f"ApplyInputs: {describe(exc)}")
+            except BaseException as exc:  # fails this agent only, whatever it is
+                fail(state, rec, exc, "ApplyInputs")
 
     @staticmethod
     def _spawn(state: WorldState, item: SpawnAgent) -> None:
@@ -72,6 +73,12 @@ def _send(state: WorldState, rec: AgentRecord, item: SendMessage) -> None:
 
 
 def _pause(state: WorldState, rec: AgentRecord, item: PauseAgent) -> None:
+    # Pause reaches the whole subtree, as cancel does: a parent's children are paused too.
+    for agent in _subtree(state, rec):
+        _pause_one(state, agent)
+
+
+def _pause_one(state: WorldState, rec: AgentRecord) -> None:
     status = rec.status
     if status.kind.is_terminal or status.kind is StatusKind.PAUSED:
         return
@@ -86,13 +93,39 @@ def _pause(state: WorldState, rec: AgentRecord, item: PauseAgent) -> None:
 def _resume(state: WorldState, rec: AgentRecord, item: ResumeAgent) -> None:
     if rec.status.kind is not StatusKind.PAUSED:
         return
+    for agent in _subtree(state, rec):
+        _resume_one(state, agent)
+
+
+def _resume_one(state: WorldState, rec: AgentRecord) -> None:
+    if rec.status.kind is not StatusKind.PAUSED:
+        return
     rec.paused_from = None
     rec.status.kind = StatusKind.IDLE  # no longer PAUSED, so derive_status may write it
     derive_status(rec)
     held = state.held.pop(rec.ordinal, None)
     if held is not None:
         state.ready[rec.ordinal] = held  # apply what landed while paused
+    if rec.holding:
+        # Outcomes held whole while paused: CollectOutcomes applies them later this tick,
+        # in the order they arrived.
+        state.outcomes.extend(rec.holding)
+    rec.holding = None
     state.touch(rec)
+
+
+def _subtree(state: WorldState, rec: AgentRecord) -> list[AgentRecord]:
+    """``rec`` and its descendants that still have records, parents before children."""
+    found = [rec]
+    index = 0
+    while index < len(found):
+        children = found[index].children
+        index += 1
+        for child_id in children or ():
+            child = state.records.get(child_id)
+            if child is not None:
+                found.append(child)
+    return found
 
 
 def _cancel(state: WorldState, rec: AgentRecord, item: CancelAgent) -> None:
@@ -103,10 +136,16 @@ def _interrupt(state: WorldState, rec: AgentRecord, item: InterruptAgent) -> Non
     state.to_interrupt.append(rec)
 
 
+def _forget(state: WorldState, rec: AgentRecord, item: ForgetAgent) -> None:
+    if rec.status.kind.is_terminal:  # refused at the call otherwise; never revived since
+        state.to_forget.append(rec)
+
+
 _COMMANDS: dict[type, Callable[[WorldState, AgentRecord, Any], None]] = {
     SendMessage: _send,
     PauseAgent: _pause,
     ResumeAgent: _resume,
     CancelAgent: _cancel,
     InterruptAgent: _interrupt,
+    ForgetAgent: _forget,
 }

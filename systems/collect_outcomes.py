@@ -22,7 +22,13 @@ from runtime.world.inputs import EffectFailed
 from runtime.world.state import AgentRecord, PendingBatch, Throw, WorldState
 
 from .dispatch_work import launch_tools
-from .lifecycle import add_history, as_text, describe, finish, record_tool_results, resume_with
+from .lifecycle import (
+    add_history,
+    as_text,
+    fail,
+    record_tool_results,
+    resume_with,
+)
 
 __all__ = ["DENIED", "CollectOutcomes"]
 
@@ -39,19 +45,35 @@ class CollectOutcomes(esper.Processor):
         if not state.outcomes:
             return
         outcomes, state.outcomes = state.outcomes, []
-        for _seq, item in outcomes:
+        for seq, item in outcomes:
             rec = state.records.get(item.agent_id)  # type: ignore[attr-defined]
             if rec is None:
                 continue  # a prompt a host opened for no agent of ours, say
             try:
-                _collect(state, rec, item)
-            except Exception as exc:
-                finish(state, rec, StatusKind.ERROR, f"CollectOutcomes: {describe(exc)}")
+                _collect(state, rec, seq, item)
+            except BaseException as exc:  # fails this agent only, whatever it is
+                fail(state, rec, exc, "CollectOutcomes")
 
 
-def _collect(state: WorldState, rec: AgentRecord, item: Any) -> None:
+def _hold(rec: AgentRecord, seq: int, item: object) -> None:
+    """Keep what landed on a paused agent, whole, for ``resume`` to hand back."""
+    if rec.holding is None:
+        rec.holding = []
+    rec.holding.append((seq, item))
+
+
+def _collect(state: WorldState, rec: AgentRecord, seq: int, item: Any) -> None:
     cls = type(item)
+    # Rule: what lands on a paused agent is held whole (history included) until resume.
+    # The mirror of the hub's open set is not the agent's progress: it is kept current.
+    paused = rec.status.kind is StatusKind.PAUSED
     if cls is PromptOpened:
+        if rec.status.kind.is_terminal:
+            # Opened before the agent ended but reported after AbortTerminalWork asked the
+            # hub (a tool's prompt, or one opened the tick before): it has nobody to answer
+            # it, so settle it now (rule: a cancelled run leaves no orphaned prompt).
+            state.effects.cancel_prompt(item.request.id)
+            return
         if rec.prompts is None:
             rec.prompts = {}
         rec.prompts[item.request.id] = item.request.kind
@@ -61,7 +83,12 @@ def _collect(state: WorldState, rec: AgentRecord, item: Any) -> None:
         if rec.prompts is not None and rec.prompts.pop(item.request_id, None) is not None:
             state.prompt_changed[rec.ordinal] = rec
             state.touch(rec)
-        _deliver_settlement(state, rec, item)
+        if paused:
+            _hold(rec, seq, item)
+        else:
+            _deliver_settlement(state, rec, item)
+    elif paused:
+        _hold(rec, seq, item)
     elif cls is ToolOutcome:
         _deliver_outcome(state, rec, item)
     elif cls is EffectFailed:
@@ -78,7 +105,8 @@ def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) 
         state.stale_dropped += 1  # rule: an outcome for a batch no longer awaited is stale
         return
     if turn.phase is Phase.THINKING:
-        result = outcome.results[0] if outcome.results else ToolResult("", error="no reply")
+        no_reply = outcome.error or "the model lane delivered no reply"
+        result = outcome.results[0] if outcome.results else ToolResult("", error=no_reply)
         if not result.ok:
             resume_with(state, rec, Throw(errors.ModelError(result.error)))
             return
@@ -91,6 +119,10 @@ def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) 
         pending: PendingBatch = turn.pending
         for result in outcome.results:
             pending.results.setdefault(result.call_id, result)
+        if outcome.error is not None:  # the job failed as a whole: every call says why
+            for call in pending.calls:
+                if call.id not in pending.results:
+                    pending.results[call.id] = ToolResult(call.id, error=outcome.error)
         finish_batch(state, rec, pending)
 
 

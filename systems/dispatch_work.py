@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import esper
 
-from components import InteractionRequest, Phase, StatusKind
+from components import InteractionRequest, Phase
 from runtime.models.base import ModelRequest
 from runtime.world.actions import Action, Ask, CallTools, Think
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
-from .lifecycle import add_history, describe, finish, mint, resume_with, turn_token
+from .lifecycle import add_history, fail, mint, resume_with, turn_token
 
 __all__ = ["DispatchWork", "launch_tools"]
 
@@ -36,8 +36,8 @@ class DispatchWork(esper.Processor):
                 _dispatch(state, rec, action)
                 if probe is not None:
                     probe.dispatched(rec, action)
-            except Exception as exc:
-                finish(state, rec, StatusKind.ERROR, f"DispatchWork: {describe(exc)}")
+            except BaseException as exc:  # fails this agent only, whatever it is
+                fail(state, rec, exc, "DispatchWork")
         if host_actions:
             state.host.end_actions()  # the handlers' structural changes, batched
 

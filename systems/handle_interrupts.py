@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import esper
 
-from components import Phase, StatusKind, ToolResult
+from components import Phase, ToolResult
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
-from .lifecycle import abandon_turn, add_history, describe, finish, record_tool_results
+from .lifecycle import abandon_turn, add_history, fail, record_tool_results
 
 __all__ = ["INTERRUPTED_CALL", "HandleInterrupts"]
 
@@ -31,8 +31,8 @@ class HandleInterrupts(esper.Processor):
                 continue  # rule: an interrupt while idle leaves the next turn alone
             try:
                 self._interrupt(state, rec)
-            except Exception as exc:
-                finish(state, rec, StatusKind.ERROR, f"HandleInterrupts: {describe(exc)}")
+            except BaseException as exc:  # fails this agent only, whatever it is
+                fail(state, rec, exc, "HandleInterrupts")
 
     @staticmethod
     def _interrupt(state: WorldState, rec: AgentRecord) -> None:

@@ -31,16 +31,19 @@ from components import (
     WaitReason,
 )
 from runtime.cancel import CancelToken, InterruptHandle
+from runtime.world import sigint
 from runtime.world.actions import HistoryView, Turn
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
 __all__ = [
+    "CANCELLED_CALL",
     "abandon_turn",
     "add_history",
     "await_children",
     "create_agent",
     "derive_status",
     "end_turn",
+    "fail",
     "finish",
     "mint",
     "record_tool_results",
@@ -54,6 +57,9 @@ log = logging.getLogger("tickwork.lifecycle")
 
 _PROMPT_REASONS = (WaitReason.USER_PROMPT, WaitReason.TOOL_APPROVAL)
 
+CANCELLED_CALL = "cancelled before completion"
+"""The result of a tool call whose agent was cancelled before the call had one."""
+
 
 def as_text(value: Any) -> str:
     """A message or output as history text: strings as they are, the rest as JSON."""
@@ -62,7 +68,7 @@ def as_text(value: Any) -> str:
     # Scalars the way the JSON encoder writes them, without running it (a tool's output
     # is often a number); the encoder itself is made once (see `_TEXT`).
     kind = type(value)
-    if kind is int:
+    if kind is int and -_INT_TEXT < value < _INT_TEXT:
         return int.__repr__(value)
     if kind is float and math.isfinite(value):
         return float.__repr__(value)
@@ -72,8 +78,22 @@ def as_text(value: Any) -> str:
         return "null"
     try:
         return _TEXT.encode(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
+        return _unencodable(value)
+
+
+_INT_TEXT = 10**4300  # CPython's int -> str limit: beyond it even repr() raises
+
+
+def _unencodable(value: Any) -> str:
+    # Only values that never passed the lane's boundary get here (a host posting raw
+    # outcomes); the text must not raise in turn (str() of a 5,000-digit int does).
+    if isinstance(value, int):
+        return f"<int of {value.bit_length()} bits>"
+    try:
         return str(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
 
 
 # What `json.dumps(value, sort_keys=True, default=str)` uses, made once instead of per call.
@@ -241,8 +261,8 @@ def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
     view = HistoryView(rec.history.entries)
     try:
         gen = rec.fn(Turn(rec.id, message, view, turn.generation, state, rec))
-    except Exception as exc:
-        finish(state, rec, StatusKind.ERROR, describe(exc))
+    except BaseException as exc:  # rule: whatever a behaviour raises fails that agent only
+        fail(state, rec, exc)
         return
     state.touch(rec)
     if not inspect.isgenerator(gen):
@@ -253,6 +273,17 @@ def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
     turn.phase = Phase.READY
     state.make_ready(rec)
     set_active(rec)
+
+
+def fail(state: WorldState, rec: AgentRecord, exc: BaseException, where: str = "") -> None:
+    """End the agent in ERROR for ``exc``, whatever it is (``SystemExit``, a stray
+    ``Cancelled`` and ``KeyboardInterrupt`` included): one agent's failure never strands
+    the agents after it in the tick, nor kills the tick thread. A ``KeyboardInterrupt``
+    on the main thread is raised again once the tick is over (`runtime.world.sigint`)."""
+    if isinstance(exc, KeyboardInterrupt):
+        sigint.note_keyboard_interrupt()
+    text = describe(exc)
+    finish(state, rec, StatusKind.ERROR, f"{where}: {text}" if where else text)
 
 
 def describe(exc: BaseException) -> str:
@@ -267,7 +298,7 @@ def _close(rec: AgentRecord) -> None:
     if gen is not None:
         try:
             gen.close()
-        except Exception:
+        except BaseException:  # SystemExit in a `finally:` of the behaviour, say
             log.exception("behaviour of agent %s raised while being closed", rec.id)
 
 
@@ -283,6 +314,7 @@ def _clear_turn(state: WorldState, rec: AgentRecord, outcome: str, message: str 
     turn.pending = None
     turn.send_value = None
     rec.sleep_seq = 0
+    rec.holding = None  # outcomes held while paused belong to this turn: stale now
     state.ready.pop(rec.ordinal, None)
     state.held.pop(rec.ordinal, None)
     state.lane_waiting.pop(rec.ordinal, None)
@@ -326,16 +358,46 @@ def queue_message(state: WorldState, rec: AgentRecord, message: Any) -> None:
 
 
 def finish(state: WorldState, rec: AgentRecord, kind: StatusKind, message: str) -> None:
-    """End the agent for good with a terminal ``kind``; its work is aborted next."""
+    """End the agent for good with a terminal ``kind``; its work is aborted next.
+
+    A tool batch still in progress is closed first: every call without a result gets an
+    error result in history (rule: every tool call gets exactly one result on every path).
+    """
     assert kind.is_terminal
     if rec.status.kind.is_terminal:
         return  # rule: a terminal agent is never revived, nor re-terminated
+    pending = rec.turn.pending
+    if isinstance(pending, PendingBatch):
+        error = CANCELLED_CALL if kind is StatusKind.CANCELLED else f"agent ended: {message}"
+        for call in pending.calls:
+            if call.id not in pending.results:
+                pending.results[call.id] = ToolResult(call.id, error=error)
+        record_tool_results(state, rec, pending)
     _clear_turn(state, rec, kind.value, message)
     rec.paused_from = None
     rec.status.kind, rec.status.reason, rec.status.message = kind, None, message
+    # A finished agent keeps no generator (closed above), rng or mailbox; its handle (and
+    # the turn's token) goes once AbortTerminalWork has fired it.
+    rec.rng = None
+    rec.mailbox = None
     state.to_abort.append(rec)
+    if state.keep_finished is not None:
+        _queue_release(state, rec)
     for parent in state.joiners.pop(rec.id, ()):
         check_join(state, parent)
+
+
+def _queue_release(state: WorldState, rec: AgentRecord) -> None:
+    """Queue ``rec`` for release once its parent has finished too, and its finished
+    children with it (they waited for this parent: a live parent may still Join them)."""
+    released = state.finished
+    for child_id in rec.children or ():
+        child = state.records.get(child_id)
+        if child is not None and child.status.kind.is_terminal:
+            released.append(child)
+    parent = None if rec.agent.parent is None else state.records.get(rec.agent.parent)
+    if parent is None or parent.status.kind.is_terminal:
+        released.append(rec)
 
 
 def resume_with(state: WorldState, rec: AgentRecord, value: Any) -> None:

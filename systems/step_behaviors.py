@@ -9,7 +9,7 @@ from runtime.errors import UnknownAgentError
 from runtime.world.actions import Ask, CallTools, Join, Sleep, Spawn, Think
 from runtime.world.state import AgentRecord, Throw, WorldState
 
-from .lifecycle import await_children, create_agent, describe, end_turn, finish, resume_with
+from .lifecycle import await_children, create_agent, end_turn, fail, finish, resume_with
 
 __all__ = ["StepBehaviors"]
 
@@ -65,8 +65,8 @@ class StepBehaviors(esper.Processor):
                 except StopIteration as stop:
                     end_turn(state, rec, stop.value)
                     continue
-                except Exception as exc:
-                    finish(state, rec, StatusKind.ERROR, describe(exc))
+                except BaseException as exc:  # SystemExit, a stray Cancelled: this agent's
+                    fail(state, rec, exc)
                     continue
                 cls = action.__class__
                 if cls is Sleep:
@@ -75,7 +75,9 @@ class StepBehaviors(esper.Processor):
                     if seconds <= 0:
                         turn.deadline = now
                         next_ready[ordinal] = rec
-                    else:
+                    elif not seconds > 0:  # NaN (neither <= 0 nor > 0): no deadline to pass
+                        finish(state, rec, StatusKind.ERROR, "Sleep: `seconds` is NaN")
+                    else:  # finite, or infinite: sleeps until interrupted or cancelled
                         deadline = turn.deadline = now + seconds
                         bucket = buckets.get(deadline)
                         if bucket is None:
@@ -102,8 +104,8 @@ class StepBehaviors(esper.Processor):
                 else:
                     message = f"behaviour yielded {action!r}, which is not an action"
                     finish(state, rec, StatusKind.ERROR, message)
-            except Exception as exc:
-                finish(state, rec, StatusKind.ERROR, f"StepBehaviors: {describe(exc)}")
+            except BaseException as exc:
+                fail(state, rec, exc, "StepBehaviors")
         stepped = len(ready) - skipped  # behaviours advanced (or ended) this tick
         state.stepped += stepped
         state.changed_this_tick += stepped
@@ -112,6 +114,10 @@ class StepBehaviors(esper.Processor):
 def _spawn(state: WorldState, rec: AgentRecord, action: Spawn) -> None:
     behavior = action.behavior
     name = behavior if isinstance(behavior, str) else state.behaviors.name_of(behavior)
-    child_id = f"{rec.id}.{len(rec.children or ()) + 1}"
+    number = len(rec.children or ()) + 1
+    child_id = f"{rec.id}.{number}"
+    while child_id in state.records:  # only a raw SpawnAgent input can have taken it
+        number += 1
+        child_id = f"{rec.id}.{number}"
     create_agent(state, child_id, name, action.message, name=action.name, parent=rec.id)
     resume_with(state, rec, child_id)

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from runtime import ManualClock, World
+
+TICKWORK = str(Path(sys.executable).parent / "tickwork")
+"""The `tickwork` command of the interpreter running the tests: found next to
+``sys.executable``, so tests need no activated venv (no ``PATH`` lookup)."""
 
 
 @pytest.fixture

@@ -43,6 +43,7 @@ def test_every_benchmark_of_the_issue_is_registered_once_in_the_issues_order():
         "host_system",
         "village_fps",
         "lockstep_cost",
+        "memory_per_finished_agent",
     ]
     assert set(BENCHMARKS) == set(ORDER)
 

@@ -86,3 +86,10 @@ def test_bad_arguments_name_the_value():
         run_process(["true"], timeout=-1)
     with pytest.raises(FileNotFoundError):
         run_process(["/no/such/command"])
+
+
+def test_a_huge_timeout_waits_without_overflowing():
+    from runtime import ProcessEnd, run_process
+
+    result = run_process(["true"], timeout=1e300)
+    assert result.ended is ProcessEnd.EXITED

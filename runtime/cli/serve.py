@@ -141,8 +141,10 @@ def serve_world(
         agents = start(world, scenario)
         started = time.monotonic()
         with signals_set(stop) as caught:
-            world.start()
+            # Before the loop starts: its prompt notices come from the tick thread, and
+            # after start() one could print first, even mid-line of this banner.
             _say(f"serving {scenario.name} ({len(agents)} agents) on {state.socket} (Ctrl-C stops)")
+            world.start()
             while not stop.wait(0.05):
                 if _all_terminal(world):
                     break

@@ -25,13 +25,16 @@ from components import (
 )
 from runtime.errors import JournalError
 from runtime.lane import ToolOutcome
+from runtime.lane.values import NotJSON, json_value
 from runtime.models import ModelReply
+from runtime.world.digest import canonical
 from runtime.world.host_data import field_names, type_name
 from runtime.world.inputs import (
     AddEntity,
     CancelAgent,
     ComponentData,
     EffectFailed,
+    ForgetAgent,
     InterruptAgent,
     PauseAgent,
     ResumeAgent,
@@ -68,11 +71,24 @@ def _request(request: InteractionRequest) -> dict[str, Any]:
         "id": request.id,
         "kind": request.kind.value,
         "prompt": request.prompt,
-        "choices": list(request.choices),
+        "choices": _storable(list(request.choices)),
         "stage": request.stage,
         "required": request.required,
-        "payload": request.payload,
+        "payload": _storable(request.payload),
     }
+
+
+def _storable(value: Any) -> Any:
+    """A prompt's payload as JSON: as it is when it can be, else its canonical text.
+
+    A behaviour's ``Ask`` may carry any payload (a set, an object); a replay never reads it
+    (only the prompt's id and kind reach the state), so it must not fail the tick that
+    journals the prompt.
+    """
+    try:
+        return json_value(value)
+    except NotJSON:
+        return {"unstorable": canonical(value)}
 
 
 def _unrequest(data: dict[str, Any]) -> InteractionRequest:
@@ -149,6 +165,7 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     ResumeAgent: ("resume", lambda i: {"agent_id": i.agent_id}),
     CancelAgent: ("cancel", lambda i: {"agent_id": i.agent_id, "reason": i.reason}),
     InterruptAgent: ("interrupt", lambda i: {"agent_id": i.agent_id}),
+    ForgetAgent: ("forget", lambda i: {"agent_id": i.agent_id}),
     EffectFailed: (
         "effect_failed",
         lambda i: {
@@ -164,6 +181,7 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
             "agent_id": i.agent_id,
             "batch_id": i.batch_id,
             "elapsed": i.elapsed,
+            "error": i.error,
             "results": [
                 {"call_id": r.call_id, "error": r.error, **_output(r.output)} for r in i.results
             ],
@@ -207,12 +225,14 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
     "resume": lambda d: ResumeAgent(d["agent_id"]),
     "cancel": lambda d: CancelAgent(d["agent_id"], d["reason"]),
     "interrupt": lambda d: InterruptAgent(d["agent_id"]),
+    "forget": lambda d: ForgetAgent(d["agent_id"]),
     "effect_failed": lambda d: EffectFailed(d["agent_id"], d["ref"], d["error"], d["error_type"]),
     "outcome": lambda d: ToolOutcome(
         d["agent_id"],
         d["batch_id"],
         tuple(ToolResult(r["call_id"], _unoutput(r), r["error"]) for r in d["results"]),
         float(d["elapsed"]),
+        d.get("error"),  # absent in journals written before outcomes had one
     ),
     "prompt_opened": lambda d: PromptOpened(
         d["agent_id"], _unrequest(d["request"]), d["at"], d["deadline"]
@@ -242,7 +262,9 @@ def encode_input(item: object) -> tuple[str, str]:
     try:
         payload = json.dumps(encode(item), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise JournalError(f"cannot journal {kind} input {item!r}: {exc}") from exc
+        # Not `{item!r}`: the repr of what JSON refused may raise too (a 5,000-digit int).
+        agent = getattr(item, "agent_id", None)
+        raise JournalError(f"cannot journal the {kind} input of agent {agent!r}: {exc}") from exc
     return kind, payload
 
 

@@ -235,6 +235,7 @@ def rebuild(
             interaction_timeout_secs=float(header.get("interaction_timeout_secs", 3600.0)),
             tools=tools,
             models=models,
+            keep_finished=header.get("keep_finished"),
             behaviors=behaviors,
             effects=effects,
             track_digests=True,

@@ -28,6 +28,7 @@ from typing import Any
 from runtime._version import __version__
 from runtime.errors import JournalError
 from runtime.journal.codec import decode_input, encode_input
+from runtime.world.digest import canonical
 
 __all__ = ["FORMAT_VERSION", "Journal", "JournalReader", "RecordedTick"]
 
@@ -215,7 +216,10 @@ class Journal:
         """
         rows = [(tick, seq, *encode_input(item)) for seq, item in inputs]
         states = [
-            (tick, agent_id, json.dumps(fields, sort_keys=True)) for agent_id, fields in changed
+            # The digest's canonical encoding: it never raises, whatever a behaviour's
+            # result holds (a plain json.dumps failed the tick on a set or a huge int).
+            (tick, agent_id, canonical(fields))
+            for agent_id, fields in changed
         ]
         conn = self._conn
         try:

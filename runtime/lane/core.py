@@ -182,7 +182,8 @@ class LaneCore:
                 while not self._ready:
                     # A worker that timed out re-checks `_ready`: a hand-off may have raced it.
                     if self._closed or (
-                        not self._work_ready.wait(idle_timeout) and not self._ready
+                        not self._work_ready.wait(min(idle_timeout, threading.TIMEOUT_MAX))
+                        and not self._ready
                     ):
                         self._threads -= 1
                         return None

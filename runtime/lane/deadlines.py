@@ -90,7 +90,9 @@ class _Timer:
                     deadline = heapq.heappop(self._heap)[2]
                     deadline._state = 1
                     return deadline
-                self._cond.wait(left)
+                # In slices: a deadline past `TIMEOUT_MAX` (a tool timeout of 1e300 s)
+                # would raise OverflowError here and kill every tool timeout in the process.
+                self._cond.wait(min(left, 86_400.0))
 
 
 _timer = _Timer()

@@ -29,9 +29,15 @@ class ToolJob:
 
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
-    """What a finished job delivers: its results and how long it ran, in seconds."""
+    """What a finished job delivers: its results and how long it ran, in seconds.
+
+    ``error`` is set when the job failed as a whole (its ``run`` raised, or it ended without
+    a real outcome): the message names the lane and the job. Every call in ``job.calls``
+    then also has an error result; a job without ``calls`` has only ``error`` to say so.
+    """
 
     agent_id: str
     batch_id: str
     results: tuple[ToolResult, ...]
     elapsed: float
+    error: str | None = None

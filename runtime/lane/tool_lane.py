@@ -55,9 +55,13 @@ def _run_job(
 _NO_RESULTS: tuple[ToolResult, ...] = ()
 
 
-def _error_results(calls: Sequence[ToolCall], exc: BaseException) -> tuple[ToolResult, ...]:
-    error = f"{type(exc).__name__}: {exc}"
+def _error_results(calls: Sequence[ToolCall], error: str) -> tuple[ToolResult, ...]:
     return tuple(ToolResult(call.id, error=error) for call in calls)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class ToolLane(LaneCore):
@@ -73,9 +77,11 @@ class ToolLane(LaneCore):
     before the job stops counting as in flight: ``stats().in_flight == 0`` means every outcome
     has been delivered. ``on_end`` hears of every started job that ended, however it ended
     (finished, failed, dropped), after its outcome went to ``on_outcome``: a lockstep world
-    waits for exactly that. A job cancelled while running, or one that raises `Cancelled`, is
-    dropped (nothing delivered); one that raises anything else delivers one error result per
-    call in ``job.calls``.
+    waits for exactly that. Only a job whose own token fired is dropped (nothing
+    delivered). One that fails in any other way (it raises, raises `Cancelled` though its
+    token never fired, or its executor drops it) delivers an outcome whose ``error`` names
+    the lane and the job, with one error result per call in ``job.calls``: a job never ends
+    in silence, so nobody waits for ever on an outcome that will not come.
 
     Fairness: a parked job coming back gets the next free permit before any queued job that
     has not started (FIFO among returning jobs). A returning job has already done part of its
@@ -197,7 +203,9 @@ class ToolLane(LaneCore):
         """Run a started job that no existing thread will pick up."""
         if self._executor is None:
             name = f"tickwork-{self._name}-{next(self._thread_ids)}"
-            threading.Thread(target=self._work, args=(entry,), name=name, daemon=True).start()
+            # In a list the worker empties: a Thread keeps its `args` until it ends, which
+            # kept each worker's first job (its token, its results) alive that long.
+            threading.Thread(target=self._work, args=([entry],), name=name, daemon=True).start()
             return
         pending: list[Entry] | None = getattr(_launching, "pending", None)
         if pending is not None:
@@ -210,31 +218,57 @@ class ToolLane(LaneCore):
         finally:
             _launching.pending = None
 
-    def _work(self, first: Entry) -> None:
+    def _work(self, first: list[Entry]) -> None:
         """Be a worker thread: run jobs while there are any, wait idle, then exit."""
         local = _current
-        entry: Entry | None = first
+        entry: Entry | None = first.pop()
         while entry is not None:
             job = entry.job
             results = _NO_RESULTS
             local.slot = entry
             started = time.perf_counter()
+            error = None
             try:
                 results = _run_job(job.run, job.cancel)
                 kind = FINISHED
-            except Cancelled:
-                kind = DROPPED
             except BaseException as exc:  # the worker never dies for a tool's sake
-                log.exception("lane %r: job %r raised", self._name, job.batch_id)
-                kind, results = FAILED, _error_results(job.calls, exc)
+                kind, error, results = self._failure(job, exc)
             finally:
                 local.slot = None
-            entry = self._finish(entry, kind, results, time.perf_counter() - started)
+            entry = self._finish(entry, kind, results, time.perf_counter() - started, error)
+            # An idle worker must not keep its last job alive (its token, its agent's
+            # results) for `idle_timeout`: a finished agent keeps no lane tokens.
+            del job, results
             if entry is None:
                 entry = self._wait_for_work(self._idle_timeout)
 
+    def _failure(
+        self, job: ToolJob, exc: BaseException
+    ) -> tuple[str, str | None, tuple[ToolResult, ...]]:
+        """How a job that raised ``exc`` ended: dropped (its token fired), else failed, with
+        the outcome's error (naming the lane and the job) and one error result per call."""
+        if isinstance(exc, Cancelled):
+            if job.cancel.cancelled:
+                return DROPPED, None, _NO_RESULTS
+            # Rule: a job that ends without a real outcome gives its agent an error naming
+            # the lane, never a silent wait (a model raising Cancelled on its own).
+            error = (
+                f"lane {self._name!r}: job {job.batch_id!r} raised Cancelled"
+                f" ({exc.reason}) though its token was not cancelled"
+            )
+            log.error("%s", error)
+            return FAILED, error, _error_results(job.calls, error)
+        log.error("lane %r: job %r raised", self._name, job.batch_id, exc_info=exc)
+        error = f"lane {self._name!r}: job {job.batch_id!r} raised {_describe(exc)}"
+        return FAILED, error, _error_results(job.calls, _describe(exc))
+
     def _finish(
-        self, entry: Entry, kind: str, results: tuple[ToolResult, ...], elapsed: float
+        self,
+        entry: Entry,
+        kind: str,
+        results: tuple[ToolResult, ...],
+        elapsed: float,
+        error: str | None = None,
     ) -> Entry | None:
         """Deliver a job's outcome (unless dropped), then count it as ended.
 
@@ -249,7 +283,8 @@ class ToolLane(LaneCore):
         if kind != DROPPED:
             if self._on_outcome is not None:
                 try:
-                    self._on_outcome(ToolOutcome(job.agent_id, job.batch_id, results, elapsed))
+                    outcome = ToolOutcome(job.agent_id, job.batch_id, results, elapsed, error)
+                    self._on_outcome(outcome)
                 except Exception:
                     log.exception("lane %r: on_outcome raised for %r", self._name, job.batch_id)
             if self._wake is not None:
@@ -269,7 +304,9 @@ class ToolLane(LaneCore):
             future = self._executor.submit(_run_job, job.run, job.cancel)
         except Exception as exc:  # e.g. the executor was shut down under us
             log.exception("lane %r: executor refused job %r", self._name, job.batch_id)
-            nxt = self._finish(entry, FAILED, _error_results(job.calls, exc), 0.0)
+            error = f"lane {self._name!r}: executor refused job {job.batch_id!r}: {_describe(exc)}"
+            results = _error_results(job.calls, _describe(exc))
+            nxt = self._finish(entry, FAILED, results, 0.0, error)
             if nxt is not None:
                 self._launch(nxt)
             return
@@ -281,14 +318,20 @@ class ToolLane(LaneCore):
         self, entry: Entry, future: concurrent.futures.Future[tuple[ToolResult, ...]]
     ) -> None:
         job = entry.job
-        kind, results = DROPPED, _NO_RESULTS
-        if not future.cancelled():
+        kind, results, error = DROPPED, _NO_RESULTS, None
+        if future.cancelled():
+            if not job.cancel.cancelled:  # the executor dropped it (shut down), not us
+                kind = FAILED
+                error = f"lane {self._name!r}: the executor cancelled job {job.batch_id!r}"
+        else:
             exc = future.exception()
             if exc is None:
                 kind, results = FINISHED, future.result()
-            elif not isinstance(exc, Cancelled):
-                log.error("lane %r: job %r raised", self._name, job.batch_id, exc_info=exc)
-                kind, results = FAILED, _error_results(job.calls, exc)
-        nxt = self._finish(entry, kind, results, time.perf_counter() - entry.started_at)
+            else:
+                kind, error, results = self._failure(job, exc)
+        if kind == FAILED and not results:
+            results = _error_results(job.calls, error or "failed")
+        elapsed = time.perf_counter() - entry.started_at
+        nxt = self._finish(entry, kind, results, elapsed, error)
         if nxt is not None:
             self._launch(nxt)

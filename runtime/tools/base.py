@@ -31,8 +31,11 @@ __all__ = [
 class SupportsAsk(Protocol):
     """What a tool needs of an interaction hub (`runtime.InteractionHub` has it)."""
 
-    def ask(self, agent_id: str, request: InteractionRequest) -> InteractionResponse:
-        """Open ``request`` for ``agent_id`` and block until it is settled."""
+    def ask(
+        self, agent_id: str, request: InteractionRequest, *, cancel: CancelToken | None = None
+    ) -> InteractionResponse:
+        """Open ``request`` for ``agent_id`` and block until it is settled; ``cancel``
+        firing at any moment withdraws it."""
         ...
 
     def cancel(self, request_id: str) -> bool:
@@ -83,19 +86,9 @@ class ToolContext:
             )
         if not request.id:  # named here, not by the hub, so that a cancel can find it
             request = request.with_id(f"{self.call_id}-{uuid.uuid4().hex[:12]}")
-        request_id = request.id
-
-        def withdraw(_token: CancelToken) -> None:
-            hub.cancel(request_id)
-
-        self.cancel.add_callback(withdraw)
-        try:
-            # A cancel landing between this check and the hub opening the prompt is not
-            # seen until the hub's own timeout; the window is a few instructions wide.
-            self.cancel.raise_if_cancelled()
-            response = hub.ask(self.agent_id, request)
-        finally:
-            self.cancel.remove_callback(withdraw)
+        # The hub withdraws the prompt when the token fires, whenever it fires: before the
+        # prompt opens, while it is open, or in between (no window for an orphan).
+        response = hub.ask(self.agent_id, request, cancel=self.cancel)
         self.cancel.raise_if_cancelled()
         return response
 

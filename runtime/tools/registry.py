@@ -15,7 +15,6 @@ process's hub.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
@@ -23,6 +22,7 @@ from components import ToolCall, ToolResult
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError
 from runtime.lane.deadlines import schedule
+from runtime.lane.values import NotJSON, json_value
 from runtime.tools.base import (
     SupportsAsk,
     Tool,
@@ -241,10 +241,6 @@ class ToolRegistry:
         return results
 
 
-# Output types that are JSON whatever their value (floats are not: NaN and infinity aren't).
-_PLAIN_JSON = frozenset({str, int, bool})
-
-
 def _invoke(tool: Tool, call: ToolCall, ctx: ToolContext) -> ToolResult | None:
     """Call ``tool`` and make its result; None when it stopped because its token fired."""
     try:
@@ -255,10 +251,10 @@ def _invoke(tool: Tool, call: ToolCall, ctx: ToolContext) -> ToolResult | None:
         return ToolResult(call.id, error=f"Cancelled: {exc.reason}")  # not ours: an error
     except Exception as exc:
         return ToolResult(call.id, error=f"{type(exc).__name__}: {exc}")
-    if output is None or type(output) in _PLAIN_JSON:
-        return ToolResult(call.id, output=output)  # JSON as it is: no encoder pass needed
     try:
-        json.dumps(output, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        # Settled here, on the lane: the world and a replay of its journal then see the same
+        # value (a tuple comes back a list in both), and what JSON cannot hold is refused.
+        output = json_value(output)
+    except NotJSON as exc:
         return ToolResult(call.id, error=f"tool {tool.name!r} returned a non-JSON value: {exc}")
     return ToolResult(call.id, output=output)

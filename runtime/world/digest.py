@@ -30,8 +30,31 @@ _MOD = 1 << 128
 
 
 def canonical(value: Any) -> str:
-    """The canonical JSON text of ``value`` (sorted keys, no spaces, stable floats)."""
-    return _CANONICAL.encode(value)
+    """The canonical JSON text of ``value`` (sorted keys, no spaces, stable floats).
+
+    Whatever ``value`` holds, this never raises: an integer beyond CPython's 4,300-digit
+    limit is written in hex, nesting past the recursion limit by its type (a behaviour may
+    return anything, and a digest must not fail the tick).
+    """
+    try:
+        return _CANONICAL.encode(value)
+    except (ValueError, RecursionError):
+        return _CANONICAL.encode(_encodable(value, 0))
+
+
+def _encodable(value: Any, depth: int) -> Any:
+    if depth > 100:
+        return f"<{type(value).__qualname__}>"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if -_INT_BOUND < value < _INT_BOUND else f"<int {value:#x}>"
+    if isinstance(value, list | tuple):
+        return [_encodable(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {k: _encodable(v, depth + 1) for k, v in value.items()}
+    return value
+
+
+_INT_BOUND = 10**4300
 
 
 def _fallback(value: Any) -> Any:

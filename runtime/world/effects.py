@@ -8,6 +8,8 @@ registry.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -19,7 +21,8 @@ from runtime.errors import DuplicateRequestError
 from runtime.hub import InteractionHub
 from runtime.lane.jobs import ToolJob, ToolOutcome
 from runtime.lane.tool_lane import ToolLane
-from runtime.models.base import Model, ModelRequest
+from runtime.lane.values import NotJSON, json_value
+from runtime.models.base import Model, ModelReply, ModelRequest
 from runtime.tools.base import SupportsAsk
 from runtime.tools.registry import ToolRegistry
 from runtime.world.inputs import EffectFailed, Inbox
@@ -245,4 +248,36 @@ def _time_zero() -> float:
 def _complete(
     model: Model, request: ModelRequest, ref: str, cancel: CancelToken
 ) -> Sequence[ToolResult]:
-    return [ToolResult(ref, output=model.complete(request, cancel))]
+    reply = model.complete(request, cancel)
+    try:
+        return [ToolResult(ref, output=checked_reply(reply))]
+    except NotJSON as exc:
+        # The agent's error (its Think raises ModelError), never the journal's on the tick.
+        error = f"model {request.model!r} gave a reply that is not a JSON value: {exc}"
+        return [ToolResult(ref, error=error)]
+
+
+def checked_reply(reply: object) -> ModelReply:
+    """A model's answer as a `ModelReply` a journal stores and gives back unchanged.
+
+    Checked like a tool's output, on the lane: ``text`` must be a string, tool calls
+    `ToolCall`s with JSON arguments (tuples become lists). A plain string is a reply without
+    tool calls; any other JSON value becomes its JSON text.
+
+    Raises:
+        NotJSON: the reply, its text or a tool call's arguments cannot be JSON.
+    """
+    if isinstance(reply, ModelReply):
+        if not isinstance(reply.text, str):
+            raise NotJSON(f"text: a {type(reply.text).__name__} is not a string")
+        calls = []
+        for index, call in enumerate(reply.tool_calls):
+            if not (isinstance(call, ToolCall) and isinstance(call.id, str)):
+                raise NotJSON(f"tool_calls[{index}]: {type(call).__name__} is not a ToolCall")
+            args = json_value(dict(call.args))
+            calls.append(ToolCall(str(call.id), str(call.name), args))
+        return dataclasses.replace(reply, text=str.__str__(reply.text), tool_calls=tuple(calls))
+    if isinstance(reply, str):
+        return ModelReply(str.__str__(reply))
+    value = json_value(reply)
+    return ModelReply(json.dumps(value, sort_keys=True))

@@ -171,6 +171,12 @@ class HostECS:
         if components:
             self.attach(entity, comps, None)
 
+    def release_agent(self, entity: int) -> None:
+        """Forget a released agent's entity (its components went with its record)."""
+        self.entities.pop(entity, None)
+        self.agent_of.pop(entity, None)
+        self.seen.pop(entity, None)
+
     def touch(self, entity: int) -> None:
         """Note a change of ``entity``'s host components (for the digest)."""
         rec = self.agent_of.get(entity)

@@ -21,6 +21,7 @@ __all__ = [
     "CancelAgent",
     "ComponentData",
     "EffectFailed",
+    "ForgetAgent",
     "Inbox",
     "InterruptAgent",
     "PauseAgent",
@@ -100,6 +101,13 @@ class CancelAgent:
 @dataclass(frozen=True, slots=True)
 class InterruptAgent:
     """Abandon the agent's current turn, keeping its history."""
+
+    agent_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetAgent:
+    """Release a finished agent entirely (entity, record, history): ``world.forget``."""
 
     agent_id: str
 

@@ -18,6 +18,7 @@ time to.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -119,7 +120,7 @@ class RunLoop:
                         f" `timeout`={timeout}s"
                     )
                 wait = min(wait, left)
-            self.wake.wait(wait)
+            self.wake.wait(min(wait, REDRIVE_SECS))  # a far sleeper: wait in slices
 
     def run(self, stop: threading.Event | Callable[[], bool] | None = None) -> None:
         """Tick until ``stop`` is set (or returns True), parking when nothing can move.
@@ -153,6 +154,8 @@ class RunLoop:
         state = self._state
         clock = self.clock
         timer = _earliest(state.next_timer(), self._timers.next_due())
+        if timer is not None and timer == math.inf:
+            timer = None  # `Sleep(inf)`: only an interrupt or a cancel ends it, never time
         prompt = self.hub.next_deadline()
         if self._lockstep is not None:
             timer = _earliest(timer, self._lockstep.next_due())

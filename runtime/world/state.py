@@ -129,6 +129,7 @@ class AgentRecord:
         "hist_hash",
         "hist_hashed",
         "history",
+        "holding",
         "id",
         "mailbox",
         "ordinal",
@@ -169,6 +170,9 @@ class AgentRecord:
         self.prompts: dict[str, InteractionKind] | None = None
         self.result: Any = None
         self.paused_from: StatusKind | None = None
+        # Outcomes and settlements that landed while paused, whole and in arrival order:
+        # none of it (history, result, status) is applied until resume (None: nothing held).
+        self.holding: list[tuple[int, object]] | None = None
         self.children: list[str] | None = None
         # The entity's esper dict once it carries host components (see runtime.world.host).
         self.components: dict[type, Any] | None = None
@@ -187,9 +191,22 @@ class WorldState:
     """Everything the systems share, owned by the world and touched only by its tick."""
 
     def __init__(
-        self, *, seed: int, effects: Effects, behaviors: BehaviorRegistry, now: float
+        self,
+        *,
+        seed: int,
+        effects: Effects,
+        behaviors: BehaviorRegistry,
+        now: float,
+        keep_finished: int | None = None,
     ) -> None:
         self.seed = seed
+        # Finished agents that may be released, oldest first: the world keeps the newest
+        # `keep_finished` whole and releases the rest at the end of each tick. An agent
+        # joins once it and its parent (if any) have finished, so a live parent can always
+        # read its children's results. None: keep every finished agent (and queue none).
+        self.keep_finished = keep_finished
+        self.finished: deque[AgentRecord] = deque()
+        self.to_forget: list[AgentRecord] = []
         self.effects = effects
         self.behaviors = behaviors
         self.tick = 0

@@ -12,6 +12,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from runtime.world import sigint
+
 __all__ = ["HostTimers"]
 
 log = logging.getLogger("tickwork.world")
@@ -49,5 +51,7 @@ class HostTimers:
         for fn in due:
             try:
                 fn()
-            except Exception:
+            except BaseException as exc:  # host code: never the end of the tick thread
+                if isinstance(exc, KeyboardInterrupt):
+                    sigint.note_keyboard_interrupt()
                 log.exception("timer %r raised", fn)

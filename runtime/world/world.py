@@ -14,6 +14,7 @@ import itertools
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
 from time import perf_counter
@@ -31,6 +32,7 @@ from runtime.lane.tool_lane import ToolLane
 from runtime.models.base import Model
 from runtime.tools.registry import ToolRegistry
 from runtime.wake import Wake
+from runtime.world import sigint
 from runtime.world.actions import Behavior
 from runtime.world.behaviors import GLOBAL_BEHAVIORS, BehaviorRegistry
 from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
@@ -39,6 +41,7 @@ from runtime.world.host import HostECS
 from runtime.world.host_api import HostAPI, builtin_priority, host_id_counter, stage_name
 from runtime.world.inputs import (
     CancelAgent,
+    ForgetAgent,
     Inbox,
     InterruptAgent,
     PauseAgent,
@@ -52,9 +55,9 @@ from runtime.world.metrics import MetricsRecorder, WorldMetrics
 from runtime.world.probe import Probe, ProbeFanout, process_probes
 from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
-from runtime.world.state import Effects, WorldState
+from runtime.world.state import AgentRecord, Effects, WorldState
 from runtime.world.timers import HostTimers
-from runtime.world.values import is_json
+from runtime.world.values import NotJSON, json_value
 
 __all__ = ["REDRIVE_SECS", "TickReport", "World"]
 
@@ -84,6 +87,15 @@ class World(RunLoop, HostAPI):
     on under a `ManualClock` and off under a real clock, which delivers outcomes as soon as
     they are done. See `runtime.world.lockstep`.
 
+    ``keep_finished=None`` keeps every finished agent's status, result and history (tests
+    read them). ``keep_finished=N`` keeps the N most recently finished whole and releases
+    older ones entirely (esper entity, record, history, id) at the end of the tick, in the
+    order they finished, so a replay releases the same ones; a finished child is kept
+    until its parent has finished too, so a live parent can always ``Join`` it. A released
+    id is unknown afterwards (``status`` raises `UnknownAgentError`). ``forget(agent_id)``
+    releases one finished agent at once. Either way, a finished agent never keeps its
+    generator, rng, interrupt handle or lane tokens.
+
     Raises:
         ConfigError: a setting is out of range (the message names it and its value).
     """
@@ -104,8 +116,10 @@ class World(RunLoop, HostAPI):
         track_digests: bool = False,
         lockstep: bool | None = None,
         effects: Effects | None = None,
+        keep_finished: int | None = None,
     ) -> None:
         _check_settings(seed, tool_capacity, inference_capacity, interaction_timeout_secs, lockstep)
+        _check_keep_finished(keep_finished)
         self.seed = seed
         self.clock: Clock = clock if clock is not None else MonotonicClock()
         if lockstep is None:
@@ -143,7 +157,11 @@ class World(RunLoop, HostAPI):
         if effects is None:
             effects = self._live_effects()
         self._state = WorldState(
-            seed=seed, effects=effects, behaviors=self.behaviors, now=self.clock.now()
+            seed=seed,
+            effects=effects,
+            behaviors=self.behaviors,
+            now=self.clock.now(),
+            keep_finished=keep_finished,
         )
         self._host = self._state.host = HostECS(self._state)
         self._lock = threading.RLock()  # held by a tick and by reads: whole ticks only
@@ -208,14 +226,15 @@ class World(RunLoop, HostAPI):
 
         Raises:
             BehaviorNotFound: ``behavior`` is a name that does not resolve.
-            ConfigError: ``agent_id`` is taken or malformed, ``message`` is not a JSON
-                value while a journal records the world, or a component is not one.
+            ConfigError: ``agent_id`` is taken, malformed or of the form kept for children
+                (``<id>.<n>``), ``message`` is not a JSON value while a journal records the
+                world (a tuple is taken as a list), or a component is not one.
             WorldClosedError: the world is closed.
         """
         self._check_open()
         behavior_name = behavior if isinstance(behavior, str) else self.behaviors.name_of(behavior)
         self.behaviors.resolve(behavior_name)  # fail at the call, not on the tick thread
-        self._check_recordable("message", message)
+        message = self._recordable("message", message)
         comps = self._host_components("components", components)
         with self._ids_lock:
             if agent_id is None:
@@ -239,19 +258,27 @@ class World(RunLoop, HostAPI):
         Raises:
             UnknownAgentError: no agent has that id.
         """
-        self._check_recordable("message", message)
+        message = self._recordable("message", message)
         self._command(SendMessage(self._checked(agent_id), message))
 
     def pause(self, agent_id: str) -> None:
-        """Stop stepping an agent (from ACTIVE, WAITING or IDLE); outcomes are held."""
+        """Stop stepping an agent and its subtree (from ACTIVE, WAITING or IDLE).
+
+        What lands meanwhile (model replies, tool results, prompt answers) is held whole,
+        history included, until ``resume``.
+        """
         self._command(PauseAgent(self._checked(agent_id)))
 
     def resume(self, agent_id: str) -> None:
-        """Undo ``pause``; what landed meanwhile is applied."""
+        """Undo ``pause`` for the agent and its subtree; what landed meanwhile is applied."""
         self._command(ResumeAgent(self._checked(agent_id)))
 
     def cancel(self, agent_id: str, reason: str = "cancelled by user") -> None:
-        """End an agent for good: work cancelled, prompts settled, children cancelled."""
+        """End an agent for good: work cancelled, prompts settled, children cancelled.
+
+        Every tool call of a batch in progress gets a result in history, and no prompt of
+        the agent is left open, however the cancel and the prompt's opening interleave.
+        """
         self._command(CancelAgent(self._checked(agent_id), reason))
         if self._lockstep is not None:
             self._lockstep.abandon(agent_id)  # its work is stale at whatever tick this lands
@@ -261,6 +288,27 @@ class World(RunLoop, HostAPI):
         self._command(InterruptAgent(self._checked(agent_id)))
         if self._lockstep is not None:
             self._lockstep.abandon(agent_id)  # its work is stale at whatever tick this lands
+
+    def forget(self, agent_id: str) -> None:
+        """Release a finished agent now: its entity, record, history and id.
+
+        Afterwards the id is unknown (``status`` raises `UnknownAgentError`). The release is
+        also an input, so a replay of the journal releases it at the same point.
+
+        Raises:
+            UnknownAgentError: no agent has that id (or it was released already).
+            ConfigError: the agent has not finished (cancel it first).
+        """
+        self._check_open()
+        with self._lock, _ESPER_LOCK, self._in_esper():
+            rec = self._state.records.get(self._checked(agent_id))
+            if rec is None or not rec.status.kind.is_terminal:
+                state = "has not started" if rec is None else f"is {rec.status.kind.value}"
+                raise ConfigError(f"agent {agent_id!r} {state}: only a finished one is forgotten")
+            self._release(rec)
+            # Applied at the start of the next tick: a no-op here (the record is gone), the
+            # same release in a replay, before any digest is compared.
+            self._inbox.put(ForgetAgent(agent_id))
 
     def call_at(self, when: float, fn: Callable[[], object]) -> None:
         """Run ``fn()`` on the tick thread at the first tick whose time is >= ``when``.
@@ -457,18 +505,28 @@ class World(RunLoop, HostAPI):
 
         In lockstep it first waits for the lane work in flight (see ``lockstep``) and lets
         what is due land in this tick.
+        Ctrl-C on the main thread during a tick is held until the tick is over (see
+        `runtime.world.sigint`): the tick finishes for every agent, then
+        ``KeyboardInterrupt`` is raised, leaving a whole world to tick on or close.
 
         Raises:
             WorldClosedError: the world is closed.
+            KeyboardInterrupt: Ctrl-C was pressed during the tick (main thread only).
         """
         self._check_open()
         lockstep = self._lockstep
         if lockstep is None:
-            return self._tick(self._inbox.drain(), None)
-        lockstep.settle()
-        now = self.clock.now()
-        lockstep.release(now)
-        return self._tick(self._inbox.drain(), now)
+            now = None
+        else:  # waiting for lane work is interruptible: nothing of the tick has happened
+            lockstep.settle()
+            now = self.clock.now()
+            lockstep.release(now)
+        deferring = sigint.enter()
+        try:
+            return self._tick(self._inbox.drain(), now)
+        finally:
+            if deferring:
+                sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
 
     def _hub_event(self, event: object) -> None:
         # Lockstep's hub listener: a prompt event a lane job caused waits in its slot.
@@ -516,11 +574,11 @@ class World(RunLoop, HostAPI):
             try:
                 esper.process(state)
                 state.inputs = []
+                self._note_new_agents()  # before releases: an agent may end where it began
                 digest = self._record(inputs, changed)
             finally:
                 if holding is not None:  # even if the tick failed: nobody waits for ever
                     holding.release()
-            self._note_new_agents()
             report = TickReport(
                 state.tick,
                 state.now,
@@ -539,26 +597,66 @@ class World(RunLoop, HostAPI):
             for observer in self._observers:
                 try:
                     observer(report, inputs)
-                except Exception:
+                except BaseException as exc:  # host code: never the end of the tick thread
+                    if isinstance(exc, KeyboardInterrupt):
+                        sigint.note_keyboard_interrupt()
                     log.exception("tick observer %r raised", observer)
             return report
 
     def _record(
         self, inputs: list[tuple[int, object]], changed: list[tuple[str, dict[str, Any]]] | None
     ) -> str | None:
-        """Fold the tick's changes into the digest and write the tick to the journal;
-        returns the digest when the world tracks one."""
+        """Fold the tick's changes into the digest, release the finished agents due to go,
+        and write the tick to the journal; returns the digest when the world tracks one."""
+        state = self._state
+        release = state.to_forget or (
+            state.keep_finished is not None and len(state.finished) > state.keep_finished
+        )
         if not self._track_digests:
+            if release:
+                self._release_finished()
             return None
         if changed is None and self._journal is not None:
             changed = []
-        self._fold_dirty(changed)
+        self._fold_dirty(changed)  # a released agent's last fields are recorded
+        if release:
+            self._release_finished()
         digest = hexdigest(self._digest_total)
         if self._journal is not None:
             assert changed is not None
-            state = self._state
             self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
         return digest
+
+    def _release_finished(self) -> None:
+        # O(agents released): what `forget` asked for, then the oldest beyond the bound.
+        state = self._state
+        for rec in state.to_forget:
+            if state.records.get(rec.id) is rec:
+                self._release(rec)
+        state.to_forget.clear()
+        keep = state.keep_finished
+        if keep is None:
+            return
+        finished = state.finished
+        while len(finished) > keep:
+            rec = finished.popleft()
+            if state.records.get(rec.id) is rec:  # else forgotten already
+                self._release(rec)
+
+    def _release(self, rec: AgentRecord) -> None:
+        """Drop a finished agent entirely: entity, record, digest share, id (tick lock held)."""
+        state = self._state
+        del state.records[rec.id]
+        state.dirty.pop(rec.ordinal, None)
+        state.prompt_changed.pop(rec.ordinal, None)
+        self._digest_total = combine(self._digest_total, rec.digest, 0)
+        if rec.prompts:  # none are left once settled; never leave one orphaned
+            state.effects.cancel_prompts_of(rec.id)
+        esper.delete_entity(rec.entity)
+        self._host.release_agent(rec.entity)
+        with self._ids_lock:
+            self._known.pop(rec.id, None)
+        state.changed_this_tick += 1
 
     def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
         state = self._state
@@ -647,10 +745,17 @@ class World(RunLoop, HostAPI):
     def close(self, timeout: float = 5.0) -> None:
         """Stop the loop, cancel work in flight, settle prompts, close lanes and owned backend.
 
+        ``timeout`` bounds the whole close: the loop's stop and the wait for every lane's
+        running jobs share it (work that ignores its token is left running, logged).
         Idempotent. Agents keep their last status.
         """
         if self._closed:
             return
+        deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         try:
             self.stop(timeout)
         finally:
@@ -662,8 +767,8 @@ class World(RunLoop, HostAPI):
                     if rec.handle is not None:
                         rec.handle.interrupt("world closed")
             self.hub.close()
-            self.lane.close(timeout)
-            self.inference_lane.close(timeout)
+            self.lane.close(left())
+            self.inference_lane.close(left())
             if self._tool_backend is not None:  # after the lane: its jobs are settled
                 self._tool_backend.close()
             if self._journal is not None:
@@ -715,6 +820,7 @@ class World(RunLoop, HostAPI):
             "tool_capacity": self.lane.capacity,
             "inference_capacity": self.inference_lane.capacity,
             "interaction_timeout_secs": self.hub.timeout_secs,
+            "keep_finished": self._state.keep_finished,
             "tools": sorted(tools.names()),
             "approval_required": sorted(n for n in tools.names() if tools.requires_approval(n)),
             "models": sorted(self.models),
@@ -729,13 +835,18 @@ class World(RunLoop, HostAPI):
             raise UnknownAgentError(f"unknown agent {agent_id!r}")
         return agent_id
 
-    def _check_recordable(self, name: str, value: Any) -> None:
-        # A journal stores inputs as JSON: refuse what it cannot store here, at the call,
-        # rather than on the tick thread when the tick is written.
-        if self._journal is not None and not is_json(value):
+    def _recordable(self, name: str, value: Any) -> Any:
+        # A journal stores inputs as JSON: settle the value here, at the call, so that the
+        # live run sees what its replay will (a tuple becomes a list), and refuse what JSON
+        # cannot hold rather than fail on the tick thread when the tick is written.
+        if self._journal is None:
+            return value
+        try:
+            return json_value(value)
+        except NotJSON as exc:
             raise ConfigError(
-                f"`{name}` must be a JSON value when the world records a journal, got {value!r}"
-            )
+                f"`{name}` must be a JSON value when the world records a journal: {exc}"
+            ) from None
 
     def _command(self, item: object) -> None:
         self._check_open()
@@ -766,6 +877,13 @@ def _check_settings(
         raise ConfigError(f"`lockstep` must be True, False or None, got {lockstep!r}")
 
 
+def _check_keep_finished(keep_finished: int | None) -> None:
+    if keep_finished is not None:
+        _check_int("keep_finished", keep_finished)
+        if keep_finished < 0:
+            raise ConfigError(f"`keep_finished` must be >= 0 (None keeps all), got {keep_finished}")
+
+
 def _check_int(name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ConfigError(f"`{name}` must be an integer, got {value!r}")
@@ -774,3 +892,10 @@ def _check_int(name: str, value: object) -> None:
 def _check_agent_id(agent_id: object) -> None:
     if not isinstance(agent_id, str) or not agent_id or "/" in agent_id:
         raise ConfigError(f"`agent_id` must be a non-empty string without '/', got {agent_id!r}")
+    # Children are named `<parent>.<n>` on the tick thread: a host's `p.1` would be taken
+    # by (or take the place of) agent p's first child, so that form is the runtime's.
+    stem, dot, number = agent_id.rpartition(".")
+    if dot and stem and number.isdecimal():
+        raise ConfigError(
+            f"`agent_id` must not end in '.<number>' (kept for child agents), got {agent_id!r}"
+        )

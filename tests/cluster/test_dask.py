@@ -47,7 +47,7 @@ from runtime import (
 from runtime.cluster import DaskBackend, tool_backend
 from runtime.lane import BackendInfo
 from runtime.world.effects import HubRef, ToolBatch
-from tests.conftest import wait_for
+from tests.conftest import TICKWORK, wait_for
 
 try:
     import distributed
@@ -414,7 +414,9 @@ def test_capacity_four_on_eight_workers_never_runs_more_than_four_jobs(tmp_path)
         assert wide.info().workers == 8
         counter.write_text("0 0")  # control: without the lane, 8 jobs do run at once
         direct = [
-            wide.executor.submit(occupy_tool, {"path": str(counter), "hold": 0.5}, None)
+            # Held 2 s: under CPU load eight worker processes took longer than 0.5 s to all
+            # start, and this control saw only three at once.
+            wide.executor.submit(occupy_tool, {"path": str(counter), "hold": 2.0}, None)
             for _ in range(8)
         ]
         concurrent.futures.wait(direct, timeout=WAIT)
@@ -556,7 +558,7 @@ def _run_scenario(tmp_path: Path, backend: str, name: str) -> tuple[dict[str, An
     (folder / "s.toml").write_text(SCENARIO.format(backend=backend))
     journal = folder / "run.db"
     proc = subprocess.Popen(
-        ["tickwork", "run", str(folder / "s.toml"), "--json", "--journal", str(journal)],
+        [TICKWORK, "run", str(folder / "s.toml"), "--json", "--journal", str(journal)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -352,7 +352,23 @@ def test_a_cancelled_running_batch_frees_the_lane_and_reports_nothing(make_lane)
     assert outcomes.none_left()
 
 
-def test_a_job_that_raises_cancelled_is_dropped(make_lane):
+def test_a_job_that_raises_cancelled_after_its_token_fired_is_dropped(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+
+    def run(cancel: CancelToken) -> list[ToolResult]:
+        cancel.cancel("stop")
+        raise Cancelled("stop")
+
+    lane.submit(ToolJob("a", "A", run, (ToolCall("c1", "t"),)))
+    lane.submit(ToolJob("a", "B", lambda c: result("B")))
+    assert [o.batch_id for o in outcomes.take()] == ["B"]
+    wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
+    assert lane.stats().dropped == 1 and outcomes.none_left()
+
+
+def test_a_job_that_raises_cancelled_on_its_own_fails_with_an_error_naming_the_lane(make_lane):
+    # Rule: a job that ends without a real outcome is never a silent wait for its agent.
     outcomes = Outcomes()
     lane = make_lane(1, on_outcome=outcomes)
 
@@ -360,10 +376,25 @@ def test_a_job_that_raises_cancelled_is_dropped(make_lane):
         raise Cancelled("gave up")
 
     lane.submit(ToolJob("a", "A", run, (ToolCall("c1", "t"),)))
-    lane.submit(ToolJob("a", "B", lambda c: result("B")))
-    assert [o.batch_id for o in outcomes.take()] == ["B"]
+    [outcome] = outcomes.take()
+    assert outcome.error is not None and "lane 'tools'" in outcome.error
+    assert "'A'" in outcome.error and "gave up" in outcome.error
+    assert [r.error for r in outcome.results] == [outcome.error]
     wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
-    assert lane.stats().dropped == 1 and outcomes.none_left()
+    assert (lane.stats().failed, lane.stats().dropped) == (1, 0)
+
+
+def test_a_raw_job_without_calls_that_raises_delivers_its_error_in_the_outcome(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+
+    def run(cancel: CancelToken) -> list[ToolResult]:
+        raise ValueError("boom")
+
+    lane.submit(ToolJob("a", "A", run))
+    [outcome] = outcomes.take()
+    assert outcome.results == ()
+    assert outcome.error == "lane 'tools': job 'A' raised ValueError: boom"
 
 
 def test_a_cancelled_parked_batch_leaves_the_counters_straight(make_lane):
@@ -892,3 +923,21 @@ class LaneMachine(RuleBasedStateMachine):
 
 TestLaneMachine = LaneMachine.TestCase
 TestLaneMachine.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
+
+
+def test_a_huge_idle_timeout_keeps_the_worker_waiting_without_overflowing(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes, idle_timeout=1e300)
+    names: list[str] = []
+
+    def run(cancel: CancelToken) -> list[ToolResult]:
+        names.append(threading.current_thread().name)
+        return result("A")
+
+    lane.submit(ToolJob("a", "A", run))
+    outcomes.take()
+    wait_until(lambda: lane.stats().in_flight == 0, "the first job to end")
+    lane.submit(ToolJob("a", "B", run))
+    outcomes.take()
+    assert names[0] == names[1]  # the same worker waited idle, then took the next job
+    assert lane.stats().threads == 1

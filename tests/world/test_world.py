@@ -295,12 +295,14 @@ def test_pause_stops_progress_until_resume_and_holds_outcomes(make_world):
     for _ in range(5):
         world.tick()
     assert world.status(agent).kind is StatusKind.PAUSED
-    assert any(e.content == "gate[c1]: through" for e in world.history(agent))
+    # Held whole: not even the history has the result while paused.
+    assert not any(e.content == "gate[c1]: through" for e in world.history(agent))
     assert world.result(agent) is None
     world.resume(agent)
     world.run_until_idle(timeout=10)
     assert world.status(agent).kind is StatusKind.COMPLETE
     assert world.result(agent) == "through"
+    assert any(e.content == "gate[c1]: through" for e in world.history(agent))
 
 
 def test_pause_and_resume_of_an_idle_agent_keeps_it_idle(make_world):

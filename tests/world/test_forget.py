@@ -1,0 +1,135 @@
+"""Finished agents let go: keep_finished, world.forget, and nothing live left on a finished one."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import esper
+import pytest
+
+from runtime import (
+    ConfigError,
+    Join,
+    Journal,
+    ManualClock,
+    ScriptedModel,
+    Sleep,
+    Spawn,
+    StatusKind,
+    Think,
+    UnknownAgentError,
+    World,
+    replay,
+)
+
+
+def short(turn):
+    yield Sleep(turn.message or 0)
+    return f"done {turn.message}"
+
+
+def test_keep_finished_keeps_the_newest_whole_and_releases_older_ones_entirely(make_world):
+    world = make_world(keep_finished=2)
+    ids = [world.spawn(short, i) for i in range(1, 6)]  # they finish in spawn order
+    world.run_until_idle(max_ticks=50)
+    for released in ids[:3]:
+        with pytest.raises(UnknownAgentError):
+            world.status(released)
+    assert [world.result(a) for a in ids[3:]] == ["done 4", "done 5"]
+    assert list(world.agents()) == ids[3:]
+    assert len(world._state.records) == 2
+    with world._lock, world._in_esper():
+        esper.clear_dead_entities()
+        assert len(esper.get_component(type(world._state.records[ids[3]].agent))) == 2
+
+
+def test_a_finished_child_is_kept_until_its_parent_has_finished(make_world):
+    joined = []
+
+    def parent(turn):
+        children = []
+        for _ in range(3):
+            children.append((yield Spawn(short, 0)))
+        yield Sleep(5)  # the children finish (and would be released) long before the Join
+        joined.append((yield Join(*children)))
+
+    world = make_world(keep_finished=0)
+    world.spawn(parent)
+    world.run_until_idle(max_ticks=50)
+    # The parent read its children's results; then everyone was released.
+    assert joined == [["done 0", "done 0", "done 0"]]
+    assert list(world.agents()) == []
+    assert world._state.records == {}
+
+
+def test_a_run_with_keep_finished_replays_releasing_the_same_agents(tmp_path):
+    path = tmp_path / "run.db"
+    world = World(seed=3, clock=ManualClock(), journal=Journal.create(path), keep_finished=1)
+    try:
+        for i in range(4):
+            world.spawn("tests.world.test_forget:short", i)
+        world.run_until_idle(max_ticks=50)
+        kept = list(world.agents())
+    finally:
+        world.close()
+    assert len(kept) == 1
+    assert replay(path).agents == 1
+
+
+def test_forget_releases_a_finished_agent_now_and_refuses_a_live_one(tmp_path):
+    path = tmp_path / "run.db"
+    world = World(clock=ManualClock(), journal=Journal.create(path))
+    try:
+        done = world.spawn("tests.world.test_forget:short", 0)
+        live = world.spawn("tests.world.test_forget:short", 100)
+        world.tick()
+        world.tick()
+        assert world.status(done).kind is StatusKind.COMPLETE
+        with pytest.raises(ConfigError, match="only a finished one"):
+            world.forget(live)
+        before = world.digest()
+        world.forget(done)
+        with pytest.raises(UnknownAgentError):
+            world.status(done)
+        assert world.digest() != before
+        with pytest.raises(UnknownAgentError):
+            world.forget(done)
+        world.run_until_idle(max_ticks=50)
+    finally:
+        world.close()
+    assert replay(path).agents == 1
+
+
+def test_a_finished_agent_keeps_no_generator_rng_handle_or_token(make_world):
+    frames = []
+
+    class Probe:
+        pass
+
+    def worker(turn):
+        turn.rng.random()
+        probe = Probe()  # lives in the generator's frame
+        frames.append(weakref.ref(probe))
+        yield Think("x")
+        yield Sleep(1)
+        return "ok"
+
+    world = make_world(models={"default": ScriptedModel(["r"])})
+    agent = world.spawn(worker, "x")
+    world.tick()
+    rec = world._state.records[agent]
+    token = weakref.ref(rec.handle.token())
+    world.run_until_idle(max_ticks=50, timeout=10)
+    assert world.status(agent).kind is StatusKind.COMPLETE
+    assert (rec.turn.behavior, rec.rng, rec.handle, rec.mailbox) == (None, None, None, None)
+    gc.collect()
+    assert token() is None
+    assert frames[0]() is None  # the generator's frame is gone
+
+
+def test_keep_finished_must_be_a_count(make_world):
+    with pytest.raises(ConfigError, match="keep_finished"):
+        make_world(keep_finished=-1)
+    with pytest.raises(ConfigError, match="keep_finished"):
+        make_world(keep_finished=1.5)
