@@ -28,12 +28,15 @@ from runtime.cluster import DaskBackend
 from runtime.control import ControlClient
 from runtime.errors import (
     BehaviorNotFound,
+    BudgetExceeded,
+    CassetteMiss,
     ConfigError,
     ControlError,
     DuplicateRequestError,
     JournalError,
     LaneClosedError,
     ModelError,
+    ProviderError,
     ReplayDivergence,
     ScenarioError,
     TickLimitError,
@@ -44,7 +47,18 @@ from runtime.errors import (
 from runtime.hub import HubStats, InteractionHub
 from runtime.journal import Journal, JournalReader, ReplayReport, replay
 from runtime.lane import BackendInfo, ToolJob, ToolLane, ToolOutcome, off_lane
-from runtime.models import Model, ModelReply, ModelRequest, ScriptedModel
+from runtime.models import (
+    AnthropicMessages,
+    Budget,
+    Cassette,
+    Model,
+    ModelReply,
+    ModelRequest,
+    OpenAIChat,
+    RateLimit,
+    ScriptedModel,
+    Usage,
+)
 from runtime.process import ProcessEnd, ProcessResult, run_process
 from runtime.scenario import Scenario, load_scenario
 from runtime.tools import AskUserTool, ShellTool, SleepTool, Tool, ToolContext, ToolRegistry
@@ -68,15 +82,20 @@ from runtime.world import (
 
 __all__ = [
     "Action",
+    "AnthropicMessages",
     "Ask",
     "AskUserTool",
     "BackendInfo",
     "Behavior",
     "BehaviorNotFound",
     "BehaviorRegistry",
+    "Budget",
+    "BudgetExceeded",
     "CallTools",
     "CancelToken",
     "Cancelled",
+    "Cassette",
+    "CassetteMiss",
     "Clock",
     "ConfigError",
     "ControlClient",
@@ -102,11 +121,14 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "MonotonicClock",
+    "OpenAIChat",
     "Phase",
     "ProcessEnd",
     "ProcessResult",
     "PromptOpened",
     "PromptSettled",
+    "ProviderError",
+    "RateLimit",
     "ReplayDivergence",
     "ReplayReport",
     "Scenario",
@@ -133,6 +155,7 @@ __all__ = [
     "ToolResult",
     "Turn",
     "UnknownAgentError",
+    "Usage",
     "WaitReason",
     "Wake",
     "World",

@@ -8,18 +8,20 @@ registry.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from components import InteractionRequest, ToolCall, ToolResult
-from runtime.cancel import CancelToken
+from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import DuplicateRequestError
 from runtime.hub import InteractionHub
 from runtime.lane.jobs import ToolJob, ToolOutcome
 from runtime.lane.tool_lane import ToolLane
 from runtime.models.base import Model, ModelRequest
+from runtime.models.streaming import Stream, StreamHub
 from runtime.tools.base import SupportsAsk
 from runtime.tools.registry import ToolRegistry
 from runtime.world.inputs import EffectFailed, Inbox
@@ -100,6 +102,7 @@ class LiveEffects:
         tools: ToolRegistry,
         models: Mapping[str, Model],
         tools_can_ask: bool = True,
+        streams: StreamHub | None = None,
     ) -> None:
         self._inbox = inbox
         self._hub = hub
@@ -108,6 +111,7 @@ class LiveEffects:
         self._tools = tools
         self._models = models
         self._tool_hub = HubRef(hub) if tools_can_ask else None
+        self._streams = streams if streams is not None else StreamHub()
 
     def think(self, agent_id: str, ref: str, request: ModelRequest, cancel: CancelToken) -> None:
         model = self._models.get(request.model)
@@ -117,7 +121,11 @@ class LiveEffects:
             self._inbox.put(ToolOutcome(agent_id, ref, (ToolResult(ref, error=error),), 0.0))
             return
         call = ToolCall(ref, f"model:{request.model}")
-        run = partial(_complete, model, request, ref)
+        stream = self._streams.open(agent_id, ref)
+        # Cancel (and an interrupt's token) closes the stream too, so a late delta is refused.
+        cancel.add_callback(lambda _token: stream.stop())
+        request = dataclasses.replace(request, stream=stream)
+        run = partial(_complete, model, request, ref, stream, self._streams)
         self._inference_lane.submit(ToolJob(agent_id, ref, run, (call,), cancel))
 
     def run_tools(
@@ -146,6 +154,23 @@ class LiveEffects:
 
 
 def _complete(
-    model: Model, request: ModelRequest, ref: str, cancel: CancelToken
+    model: Model,
+    request: ModelRequest,
+    ref: str,
+    stream: Stream,
+    streams: StreamHub,
+    cancel: CancelToken,
 ) -> Sequence[ToolResult]:
-    return [ToolResult(ref, output=model.complete(request, cancel))]
+    try:
+        try:
+            reply = model.complete(request, cancel)
+        except BaseException:
+            if not stream.finish():
+                raise Cancelled("interrupted by user") from None
+            raise
+        if not stream.finish():
+            # Stopped by an interrupt that carries the partial text: this reply is stale.
+            raise Cancelled("interrupted by user")
+        return [ToolResult(ref, output=reply)]
+    finally:
+        streams.release(stream)

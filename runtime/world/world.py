@@ -28,6 +28,7 @@ from runtime.hub import InteractionHub
 from runtime.lane.backend import BackendInfo, ToolBackend, describe_tool_backend, take_tool_executor
 from runtime.lane.tool_lane import ToolLane
 from runtime.models.base import Model
+from runtime.models.streaming import StreamHook, StreamHub
 from runtime.tools.registry import ToolRegistry
 from runtime.wake import Wake
 from runtime.world.actions import Behavior
@@ -112,6 +113,7 @@ class World(RunLoop):
         self.hub.attach_wake(self.wake)
         self.tools = tools if tools is not None else ToolRegistry()
         self.models: dict[str, Model] = dict(models or {})
+        self.streams = StreamHub()  # streamed model deltas: never inputs (see on_stream)
         self._tool_backend, tool_executor = take_tool_executor(tool_executor, self.tools)
         self._tool_executor = tool_executor
         self.lane = ToolLane(
@@ -131,6 +133,7 @@ class World(RunLoop):
                 tools=self.tools,
                 models=self.models,
                 tools_can_ask=tool_executor is None,
+                streams=self.streams,
             )
         self._state = WorldState(
             seed=seed, effects=effects, behaviors=self.behaviors, now=self.clock.now()
@@ -228,8 +231,26 @@ class World(RunLoop):
         self._command(CancelAgent(self._checked(agent_id), reason))
 
     def interrupt(self, agent_id: str) -> None:
-        """Abandon the agent's current turn, keeping its history; it waits for input."""
-        self._command(InterruptAgent(self._checked(agent_id)))
+        """Abandon the agent's current turn, keeping its history; it waits for input.
+
+        A model reply streaming in is stopped here and now (its HTTP stream closed), and
+        the text it had is kept in the history, marked ``[interrupted by user]``.
+        """
+        self._check_open()
+        stopped = self.streams.stop(self._checked(agent_id))
+        if stopped is None:
+            self._command(InterruptAgent(agent_id))
+        else:
+            self._command(InterruptAgent(agent_id, stopped[0], stopped[1]))
+
+    def on_stream(self, fn: StreamHook) -> None:
+        """Call ``fn(agent_id, delta_text)`` as each streamed model delta arrives.
+
+        ``fn`` runs on the lane thread that reads the stream: keep it quick and thread-safe.
+        Deltas are not inputs (only the final reply is), so a replay calls no hook. One
+        that raises is logged. ``world.streams.remove_hook(fn)`` stops the calls.
+        """
+        self.streams.add_hook(fn)
 
     def call_at(self, when: float, fn: Callable[[], object]) -> None:
         """Run ``fn()`` on the tick thread at the first tick whose time is >= ``when``.
