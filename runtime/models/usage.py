@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from runtime.errors import BudgetExceeded, ConfigError
 
-__all__ = ["Budget", "Usage"]
+__all__ = ["Budget", "Usage", "UsageMeter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +74,29 @@ class Budget:
 
     def __repr__(self) -> str:
         return f"Budget(tokens={self.tokens})"
+
+
+class UsageMeter:
+    """Tokens in and out per model name, summed over the replies a world received.
+
+    Thread-safe: lane workers add as replies arrive. For reports (the run summary,
+    telemetry), not for the world's state: a replay calls no model and meters nothing.
+    """
+
+    __slots__ = ("_lock", "_totals")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._totals: dict[str, Usage] = {}
+
+    def add(self, model: str, usage: Usage | None) -> None:
+        """Count one reply's tokens for ``model`` (a reply without usage counts nothing)."""
+        if usage is None:
+            return
+        with self._lock:
+            self._totals[model] = self._totals.get(model, Usage()) + usage
+
+    def totals(self) -> dict[str, Usage]:
+        """Tokens per model name so far, sorted by name."""
+        with self._lock:
+            return dict(sorted(self._totals.items()))

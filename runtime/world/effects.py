@@ -22,6 +22,7 @@ from runtime.lane.jobs import ToolJob, ToolOutcome
 from runtime.lane.tool_lane import ToolLane
 from runtime.models.base import Model, ModelRequest
 from runtime.models.streaming import Stream, StreamHub
+from runtime.models.usage import UsageMeter
 from runtime.tools.base import SupportsAsk
 from runtime.tools.registry import ToolRegistry
 from runtime.world.inputs import EffectFailed, Inbox
@@ -103,6 +104,7 @@ class LiveEffects:
         models: Mapping[str, Model],
         tools_can_ask: bool = True,
         streams: StreamHub | None = None,
+        usage: UsageMeter | None = None,
     ) -> None:
         self._inbox = inbox
         self._hub = hub
@@ -112,6 +114,7 @@ class LiveEffects:
         self._models = models
         self._tool_hub = HubRef(hub) if tools_can_ask else None
         self._streams = streams if streams is not None else StreamHub()
+        self._usage = usage if usage is not None else UsageMeter()
 
     def think(self, agent_id: str, ref: str, request: ModelRequest, cancel: CancelToken) -> None:
         model = self._models.get(request.model)
@@ -125,7 +128,7 @@ class LiveEffects:
         # Cancel (and an interrupt's token) closes the stream too, so a late delta is refused.
         cancel.add_callback(lambda _token: stream.stop())
         request = dataclasses.replace(request, stream=stream)
-        run = partial(_complete, model, request, ref, stream, self._streams)
+        run = partial(_complete, model, request, ref, stream, self._streams, self._usage)
         self._inference_lane.submit(ToolJob(agent_id, ref, run, (call,), cancel))
 
     def run_tools(
@@ -159,6 +162,7 @@ def _complete(
     ref: str,
     stream: Stream,
     streams: StreamHub,
+    usage: UsageMeter,
     cancel: CancelToken,
 ) -> Sequence[ToolResult]:
     try:
@@ -171,6 +175,7 @@ def _complete(
         if not stream.finish():
             # Stopped by an interrupt that carries the partial text: this reply is stale.
             raise Cancelled("interrupted by user")
+        usage.add(request.model, getattr(reply, "usage", None))
         return [ToolResult(ref, output=reply)]
     finally:
         streams.release(stream)

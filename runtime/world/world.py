@@ -29,6 +29,7 @@ from runtime.lane.backend import BackendInfo, ToolBackend, describe_tool_backend
 from runtime.lane.tool_lane import ToolLane
 from runtime.models.base import Model
 from runtime.models.streaming import StreamHook, StreamHub
+from runtime.models.usage import Usage, UsageMeter
 from runtime.tools.registry import ToolRegistry
 from runtime.wake import Wake
 from runtime.world.actions import Behavior
@@ -114,6 +115,7 @@ class World(RunLoop):
         self.tools = tools if tools is not None else ToolRegistry()
         self.models: dict[str, Model] = dict(models or {})
         self.streams = StreamHub()  # streamed model deltas: never inputs (see on_stream)
+        self._usage = UsageMeter()
         self._tool_backend, tool_executor = take_tool_executor(tool_executor, self.tools)
         self._tool_executor = tool_executor
         self.lane = ToolLane(
@@ -134,6 +136,7 @@ class World(RunLoop):
                 models=self.models,
                 tools_can_ask=tool_executor is None,
                 streams=self.streams,
+                usage=self._usage,
             )
         self._state = WorldState(
             seed=seed, effects=effects, behaviors=self.behaviors, now=self.clock.now()
@@ -287,6 +290,13 @@ class World(RunLoop):
         except ValueError:
             return False
         return True
+
+    def token_usage(self) -> dict[str, Usage]:
+        """Tokens in and out per model name, over the replies this world has received.
+
+        A report of the live run (a replay calls no model, so it meters nothing).
+        """
+        return self._usage.totals()
 
     def post(self, item: object) -> int:
         """Put a raw input into the inbox (an outcome, a prompt event); returns its seq."""
