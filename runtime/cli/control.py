@@ -10,8 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from runtime.control import ControlClient
 from runtime.cli.view import escape_control
+from runtime.control import ControlClient
 from runtime.errors import ConfigError, ControlError
 
 __all__ = ["add_control_commands"]
