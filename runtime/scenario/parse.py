@@ -126,6 +126,9 @@ class _Parser:
         """One ``[models.NAME]`` table, or None when it has a problem."""
         values = self.checker.fields(path, table, MODEL_FIELDS)
         provider = values["provider"]
+        if table.get("provider", "scripted") != provider:
+            # Its problem is reported; the name stays defined so steps using it add none.
+            return ModelSpec(name, (), provider=str(table["provider"]))
         if provider != "scripted":
             return self._provider_model(path, name, table, values)
         for key in PROVIDER_KEYS:
@@ -152,9 +155,10 @@ class _Parser:
         if values["model"] is None:
             if "model" not in table:
                 self.checker.problem(
-                    path, f"a {provider} model needs `model`, the provider's model name"
+                    path,
+                    f"a model with provider = {provider!r} needs `model`, the provider's model name",
                 )
-            return None
+            return ModelSpec(name, (), provider=provider)  # reported; never built
         settings = {key: values[key] for key in PROVIDER_KEYS if values[key] is not None}
         return ModelSpec(name, (), provider=provider, settings=settings)
 
