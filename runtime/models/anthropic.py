@@ -68,7 +68,7 @@ class AnthropicMessages(HttpProvider):
             ]
         return body
 
-    def _reader(self, stream: Stream) -> _EventReader:
+    def _reader(self, stream: Stream, body: dict[str, Any]) -> _EventReader:
         return _EventReader(stream)
 
 

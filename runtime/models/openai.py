@@ -26,7 +26,9 @@ class OpenAIChat(HttpProvider):
     ``OpenAIChat(model, *, base_url="https://api.openai.com/v1", api_key=None,
     api_key_env="OPENAI_API_KEY", timeout=60.0, max_retries=4, temperature=None,
     max_tokens=None, seed=None, rate_limit=None, budget=None, tools=())``; see
-    `HttpProvider` for what each does.
+    `HttpProvider` for what each does. It asks for usage in the stream
+    (``stream_options.include_usage``); a server that sends none gets its usage counted
+    instead: a token per content delta, and the prompt at four characters a token.
     """
 
     provider: ClassVar[str] = "openai"
@@ -59,15 +61,18 @@ class OpenAIChat(HttpProvider):
             body["tools"] = [{"type": "function", "function": dict(t)} for t in self.tools]
         return body
 
-    def _reader(self, stream: Stream) -> _ChunkReader:
-        return _ChunkReader(stream)
+    def _reader(self, stream: Stream, body: dict[str, Any]) -> _ChunkReader:
+        chars = sum(len(m["content"]) for m in body["messages"])
+        return _ChunkReader(stream, chars)
 
 
 class _ChunkReader:
     """Reads ``chat.completion.chunk`` events up to ``data: [DONE]``."""
 
-    def __init__(self, stream: Stream) -> None:
+    def __init__(self, stream: Stream, prompt_chars: int = 0) -> None:
         self._stream = stream
+        self._prompt_chars = prompt_chars
+        self._deltas = 0
         self._finish: str | None = None
         self._usage: Usage | None = None
         self._calls: dict[int, dict[str, str]] = {}  # index -> id, name, arguments so far
@@ -90,8 +95,10 @@ class _ChunkReader:
                 continue
             delta = choice.get("delta") or {}
             content = delta.get("content")
-            if isinstance(content, str) and content and not self._stream.delta(content):
-                return True  # stopped: the caller sees it and drops the call
+            if isinstance(content, str) and content:
+                self._deltas += 1
+                if not self._stream.delta(content):
+                    return True  # stopped: the caller sees it and drops the call
             for part in delta.get("tool_calls") or ():
                 self._tool_delta(part)
             if choice.get("finish_reason"):
@@ -117,7 +124,13 @@ class _ChunkReader:
             name = call.get("name", "")
             args = parse_arguments("openai", name, call["arguments"])
             calls.append(ToolCall(call.get("id") or f"call_{index}", name, args))
-        return ModelReply(self._stream.text, tuple(calls), self._usage, self._finish)
+        usage = self._usage
+        if usage is None:
+            # The server streamed no usage (llama-cpp-python ignores include_usage): count
+            # the deltas (such servers send one token each) and estimate the prompt at
+            # four characters a token, so budgets and token rates still hold.
+            usage = Usage(-(-self._prompt_chars // 4), self._deltas + len(calls))
+        return ModelReply(self._stream.text, tuple(calls), usage, self._finish)
 
 
 def parse_arguments(provider: str, name: str, text: str) -> dict[str, Any]:

@@ -170,7 +170,7 @@ class HttpProvider:
         stream: Stream,
         cancel: CancelToken,
     ) -> ModelReply:
-        reader = self._reader(stream)
+        reader = self._reader(stream, body)
         secrets = (key,) if key else ()
         done = False
         with open_events(
@@ -217,7 +217,7 @@ class HttpProvider:
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _reader(self, stream: Stream) -> ReplyReader:
+    def _reader(self, stream: Stream, body: dict[str, Any]) -> ReplyReader:
         raise NotImplementedError
 
     def __repr__(self) -> str:

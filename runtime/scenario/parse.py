@@ -156,7 +156,7 @@ class _Parser:
             if "model" not in table:
                 self.checker.problem(
                     path,
-                    f"a model with provider = {provider!r} needs `model`, the provider's model name",
+                    f"provider {provider!r} needs `model`, the provider's model name",
                 )
             return ModelSpec(name, (), provider=provider)  # reported; never built
         settings = {key: values[key] for key in PROVIDER_KEYS if values[key] is not None}

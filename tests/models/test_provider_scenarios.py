@@ -36,7 +36,7 @@ def problems(body: str) -> list[str]:
         ),
         pytest.param(
             '[models.default]\nprovider = "openai"\n',
-            "s.toml:1: models.default: a model with provider = 'openai' needs `model`, the provider's model name",
+            "s.toml:1: models.default: provider 'openai' needs `model`, the provider's model name",
             id="no-model",
         ),
         pytest.param(

@@ -482,3 +482,11 @@ def test_settings_are_checked_by_name():
         AnthropicMessages("m", temperature=3)
     with pytest.raises(ConfigError, match=r"`max_retries` must be >= 0, got -1"):
         OpenAIChat("m", max_retries=-1)
+
+
+def test_a_server_that_streams_no_usage_gets_it_counted(openai_server):
+    openai_server.script(openai_text("a", "b", "c", usage=None))
+    model = OpenAIChat("m", base_url=openai_server.url)
+    reply = model.complete(ModelRequest("a1", "x" * 10), CancelToken())
+    # one token per content delta; the prompt's 10 characters at four to a token
+    assert reply.usage == Usage(3, 3)
