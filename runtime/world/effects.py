@@ -16,7 +16,7 @@ from typing import Any
 
 from components import InteractionRequest, ToolCall, ToolResult
 from runtime.cancel import Cancelled, CancelToken
-from runtime.errors import DuplicateRequestError
+from runtime.errors import DuplicateRequestError, ModelError
 from runtime.hub import InteractionHub
 from runtime.lane.jobs import ToolJob, ToolOutcome
 from runtime.lane.tool_lane import ToolLane
@@ -168,6 +168,12 @@ def _complete(
     try:
         try:
             reply = model.complete(request, cancel)
+        except ModelError as exc:
+            # Expected failures (a provider's error, a budget): the agent's error says it
+            # all, so no traceback in the log, unlike a model that raised something else.
+            if not stream.finish():
+                raise Cancelled("interrupted by user") from None
+            return [ToolResult(ref, error=str(exc))]
         except BaseException:
             if not stream.finish():
                 raise Cancelled("interrupted by user") from None
