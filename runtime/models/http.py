@@ -2,8 +2,8 @@
 
 Both come from the ``providers`` extra and are imported only when a provider first makes a
 call, so the core install works without them. A streamed response is closed the moment the
-call's cancel token fires or its `Stream` is stopped: the closer shuts the socket down first
-(which wakes a reader blocked in ``recv`` on another thread) and then closes the response.
+call's cancel token fires or its `Stream` is stopped: the closer shuts the socket down (which
+wakes a reader blocked in ``recv`` on another thread), and that reader closes the response.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import contextlib
 import email.utils
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -78,7 +79,8 @@ def open_events(
     def stopped() -> bool:
         return cancel.cancelled or stream.stopped
 
-    cancel.raise_if_cancelled()
+    if stopped():
+        raise Cancelled(cancel.reason or "interrupted by user")
     try:
         with client.stream("POST", url, headers=headers, json=body) as response:
             closer = _Closer(response)
@@ -104,22 +106,36 @@ def open_events(
 
 
 class _Closer:
-    """Closes a streamed response from any thread, waking a reader blocked in ``recv``."""
+    """Ends a streamed response from any thread, at once.
 
-    __slots__ = ("_response",)
+    It shuts the socket down, which wakes the reader blocked in ``recv`` (closing the fd
+    would not) and tells the server; the reader's thread then closes the response itself
+    as it leaves the ``with`` block. Closing the ``httpx.Response`` here as well raced that
+    close inside httpcore and could hang the closing thread (the tick thread, on cancel);
+    a response without a socket to reach is closed here as the only way to end it.
+    """
+
+    __slots__ = ("_done", "_lock", "_response")
 
     def __init__(self, response: httpx.Response) -> None:
         self._response = response
+        self._lock = threading.Lock()
+        self._done = False
 
     def on_cancel(self, _token: CancelToken) -> None:
         self()
 
     def __call__(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
         stream = self._response.extensions.get("network_stream")
         sock = None if stream is None else stream.get_extra_info("socket")
         if isinstance(sock, socket.socket):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+            return
         with contextlib.suppress(Exception):
             self._response.close()
 

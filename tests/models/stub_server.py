@@ -98,7 +98,9 @@ def anthropic_text(*pieces: str, usage: tuple[int, int] = (9, 4), stop: str = "e
         'event: ping\ndata: {"type": "ping"}\n\n',
     ]
     frames += [
-        anthropic_event(
+        p
+        if isinstance(p, threading.Event)
+        else anthropic_event(
             "content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": p}}
         )
         for p in pieces
@@ -232,7 +234,10 @@ class StubServer:
         try:
             for frame in reply.frames:
                 if isinstance(frame, threading.Event):
-                    frame.wait(10.0)
+                    deadline = time.monotonic() + 10.0
+                    while not frame.wait(0.01) and time.monotonic() < deadline:
+                        if self._client_gone(sock, 0.0):
+                            return
                     continue
                 if reply.interval and self._client_gone(sock, reply.interval):
                     return
