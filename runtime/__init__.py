@@ -29,12 +29,15 @@ from runtime.cluster import DaskBackend
 from runtime.control import ControlClient
 from runtime.errors import (
     BehaviorNotFound,
+    BudgetExceeded,
+    CassetteMiss,
     ConfigError,
     ControlError,
     DuplicateRequestError,
     JournalError,
     LaneClosedError,
     ModelError,
+    ProviderError,
     ReplayDivergence,
     ScenarioError,
     TickLimitError,
@@ -45,7 +48,18 @@ from runtime.errors import (
 from runtime.hub import HubStats, InteractionHub
 from runtime.journal import RESTART_ERROR, Journal, JournalReader, ReplayReport, replay, resume
 from runtime.lane import BackendInfo, ToolJob, ToolLane, ToolOutcome, off_lane
-from runtime.models import Model, ModelReply, ModelRequest, ScriptedModel
+from runtime.models import (
+    AnthropicMessages,
+    Budget,
+    Cassette,
+    Model,
+    ModelReply,
+    ModelRequest,
+    OpenAIChat,
+    RateLimit,
+    ScriptedModel,
+    Usage,
+)
 from runtime.process import ProcessEnd, ProcessResult, run_process
 from runtime.scenario import Scenario, load_scenario
 from runtime.tools import AskUserTool, ShellTool, SleepTool, Tool, ToolContext, ToolRegistry
@@ -73,15 +87,20 @@ __all__ = [
     "PENDING",
     "RESTART_ERROR",
     "Action",
+    "AnthropicMessages",
     "Ask",
     "AskUserTool",
     "BackendInfo",
     "Behavior",
     "BehaviorNotFound",
     "BehaviorRegistry",
+    "Budget",
+    "BudgetExceeded",
     "CallTools",
     "CancelToken",
     "Cancelled",
+    "Cassette",
+    "CassetteMiss",
     "Clock",
     "ConfigError",
     "ControlClient",
@@ -107,11 +126,14 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "MonotonicClock",
+    "OpenAIChat",
     "Phase",
     "ProcessEnd",
     "ProcessResult",
     "PromptOpened",
     "PromptSettled",
+    "ProviderError",
+    "RateLimit",
     "ReplayDivergence",
     "ReplayReport",
     "Scenario",
@@ -139,6 +161,7 @@ __all__ = [
     "ToolResult",
     "Turn",
     "UnknownAgentError",
+    "Usage",
     "WaitReason",
     "Wake",
     "World",

@@ -12,6 +12,9 @@ Catch ``TickworkError`` to handle anything tickwork raises on purpose. The tree:
     ├── TickLimitError         ``run_until_idle`` hit its tick or time limit with work left
     ├── BehaviorNotFound       a behaviour name (``module:function``) that does not resolve
     ├── ModelError             a ``Think`` whose model failed (thrown into the behaviour)
+    │   ├── ProviderError      a model provider refused or failed (names provider and status)
+    │   ├── BudgetExceeded     an agent has used its token budget
+    │   └── CassetteMiss       a cassette has no recording for a request
     ├── JournalError           a journal file that is missing, corrupt, foreign or too new
     ├── ReplayDivergence       a replayed tick whose digest differs from the recording
     └── ControlError           the control channel refused a request or is unreachable
@@ -24,12 +27,15 @@ from __future__ import annotations
 
 __all__ = [
     "BehaviorNotFound",
+    "BudgetExceeded",
+    "CassetteMiss",
     "ConfigError",
     "ControlError",
     "DuplicateRequestError",
     "JournalError",
     "LaneClosedError",
     "ModelError",
+    "ProviderError",
     "ReplayDivergence",
     "ScenarioError",
     "TickLimitError",
@@ -85,6 +91,35 @@ class BehaviorNotFound(TickworkError):
 
 class ModelError(TickworkError):
     """A model call failed; thrown into the behaviour at its ``Think``."""
+
+
+class ProviderError(ModelError):
+    """A model provider's call failed: ``provider``, ``status`` (None without a response),
+    and the provider's own message, all in the text. Never holds an API key."""
+
+    def __init__(
+        self,
+        provider: str,
+        message: str,
+        status: int | None = None,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        self.provider = provider
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after  # seconds the provider asked us to wait, if it did
+        where = provider if status is None else f"{provider} HTTP {status}"
+        super().__init__(f"{where}: {message}")
+
+
+class BudgetExceeded(ModelError):
+    """An agent asked a model for more after using its token budget."""
+
+
+class CassetteMiss(ModelError):
+    """A cassette in replay mode was asked a request it has no recording for."""
 
 
 class JournalError(TickworkError):

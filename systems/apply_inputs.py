@@ -134,6 +134,8 @@ def _cancel(state: WorldState, rec: AgentRecord, item: CancelAgent) -> None:
 
 def _interrupt(state: WorldState, rec: AgentRecord, item: InterruptAgent) -> None:
     state.to_interrupt.append(rec)
+    if item.partial is not None:
+        state.partials[rec.id] = (item.ref, item.partial)
 
 
 def _forget(state: WorldState, rec: AgentRecord, item: ForgetAgent) -> None:

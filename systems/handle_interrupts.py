@@ -26,16 +26,17 @@ class HandleInterrupts(esper.Processor):
         if not state.to_interrupt:
             return
         batch, state.to_interrupt = state.to_interrupt, []
+        partials, state.partials = state.partials, {}
         for rec in batch:
             if rec.status.kind.is_terminal or rec.turn.phase is Phase.DONE:
                 continue  # rule: an interrupt while idle leaves the next turn alone
             try:
-                self._interrupt(state, rec)
+                self._interrupt(state, rec, partials.get(rec.id))
             except BaseException as exc:  # fails this agent only, whatever it is
                 fail(state, rec, exc, "HandleInterrupts")
 
     @staticmethod
-    def _interrupt(state: WorldState, rec: AgentRecord) -> None:
+    def _interrupt(state: WorldState, rec: AgentRecord, partial: tuple[str, str] | None) -> None:
         turn = rec.turn
         if rec.handle is not None:
             rec.handle.interrupt()  # cancels the model job / tool batch; kills subprocesses
@@ -49,5 +50,9 @@ class HandleInterrupts(esper.Processor):
             record_tool_results(state, rec, pending)
         elif turn.phase is Phase.AWAITING_INPUT and turn.inflight is not None:
             state.effects.cancel_prompt(turn.inflight)
+        elif turn.phase is Phase.THINKING and partial is not None:
+            ref, text = partial  # what the stream held when world.interrupt stopped it
+            if ref == turn.inflight and text:
+                add_history(state, rec, "assistant", text)
         add_history(state, rec, "system", MARKER)
         abandon_turn(state, rec)

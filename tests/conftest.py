@@ -39,3 +39,23 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.002)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--real-model",
+        action="store_true",
+        default=False,
+        help="run the tests marked real_model (they start a llama-cpp-python server)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A real model server takes minutes to build and seconds to start: never in the
+    # default run (CI), only when asked for with --real-model.
+    if config.getoption("--real-model"):
+        return
+    skip = pytest.mark.skip(reason="a real model server: run with --real-model")
+    for item in items:
+        if "real_model" in item.keywords:
+            item.add_marker(skip)

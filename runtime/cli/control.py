@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from runtime.cli.view import escape_control
 from runtime.control import ControlClient
 from runtime.errors import ConfigError, ControlError
 
@@ -207,6 +208,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
         for event in client.subscribe():
             if args.json:
                 print(json.dumps(event), flush=True)
+            elif event.get("event") == "delta":
+                text = escape_control(str(event.get("text", "")))
+                print(f"{'':>11}  {'delta':<16} {event.get('agent_id')}: {text}", flush=True)
             elif event.get("event") == "input":
                 data = event["data"]
                 agent = data.get("agent_id", "")

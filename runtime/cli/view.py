@@ -129,6 +129,7 @@ class Summary:
     errors: list[dict[str, str]] = field(default_factory=list)  # every failed agent's message
     digest: str = ""  # the world's state digest at the end
     lockstep: bool = False  # whether outcomes landed in lockstep (then: same every run)
+    tokens: dict[str, dict[str, int]] = field(default_factory=dict)  # per model: in, out
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -167,6 +168,10 @@ def summarize(
         errors=_errors(world) if counts[StatusKind.ERROR] else [],
         digest=world.digest(),
         lockstep=world.lockstep,
+        tokens={
+            name: {"in": usage.input_tokens, "out": usage.output_tokens}
+            for name, usage in world.token_usage().items()
+        },
     )
 
 
@@ -191,6 +196,8 @@ def render_summary(summary: Summary) -> RenderableType:
     table.add_row("world time", f"{summary.world_secs:.2f} s")
     table.add_row("tool jobs", Latency(**summary.tool_jobs).describe())
     table.add_row("model calls", Latency(**summary.model_calls).describe())
+    for name, tokens in summary.tokens.items():
+        table.add_row("tokens", f"{name}: {tokens['in']:,} in · {tokens['out']:,} out")
     prompts = summary.prompts
     ended = ", ".join(
         f"{prompts[key]} {key}"
@@ -284,6 +291,10 @@ class LiveView:
             prompts.append(f"\n  {request.id} ({agent_id}): {request.prompt[:60]}")
         if len(pending) > self._max_prompts:
             prompts.append(f"\n  ... and {len(pending) - self._max_prompts} more")
+        lines = list(world.streams.latest_lines().items())[-self._max_prompts :]
+        streaming = Text("latest model lines:" if lines else "")
+        for agent_id, line in lines:
+            streaming.append(f"\n  {agent_id}: {escape_control(line)[:70]}")
         elapsed = time.monotonic() - self._started
         head = Text(
             f"{done}/{total} agents done · tick {world.tick_count} · "
@@ -294,7 +305,7 @@ class LiveView:
             head = Text(
                 f"spawning agents: {self._spawned:,}/{self._spawning:,} · wall {elapsed:.1f} s"
             )
-        body = Group(head, Text(""), agents, Text(""), lanes, backend, Text(""), prompts)
+        body = Group(head, Text(""), agents, Text(""), lanes, backend, Text(""), prompts, streaming)
         return Panel(body, title=self._title, title_align="left", expand=False)
 
 
@@ -329,3 +340,8 @@ def _duration(secs: float | None) -> str:
     if secs < 1.0:
         return f"{secs * 1000:.1f} ms"
     return f"{secs:.2f} s"
+
+
+def escape_control(text: str) -> str:
+    """``text`` with control characters shown escaped, never written raw to a terminal."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)

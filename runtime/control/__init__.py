@@ -14,7 +14,8 @@ Ops: ``ping``, ``agents``, ``prompts``, ``answer`` (``request_id`` and any of ``
 ``choice``, ``approved``), ``cancel_prompt`` (``request_id``), ``send`` (``agent``,
 ``text``), ``pause`` / ``resume`` / ``cancel`` / ``interrupt`` (``agent``), ``stats``, and
 ``subscribe``, after whose reply the server streams one event per line (every input the
-world applies, as ``{"event": "input", "tick", "seq", "kind", "data"}``) until it closes.
+world applies, as ``{"event": "input", "tick", "seq", "kind", "data"}``, and every streamed
+model delta as it arrives, as ``{"event": "delta", "agent_id", "text"}``) until it closes.
 """
 
 from runtime.control.client import ControlClient

@@ -101,6 +101,7 @@ class ControlServer:
             self._release()
             raise
         self.world.observe(self._on_tick)
+        self.world.on_stream(self._on_delta)
         accept = threading.Thread(target=self._accept_loop, name="tickwork-control", daemon=True)
         accept.start()
         self._threads.append(accept)
@@ -138,6 +139,7 @@ class ControlServer:
             return
         self._closing.set()
         self.world.unobserve(self._on_tick)
+        self.world.streams.remove_hook(self._on_delta)
         with self._clients_lock:
             clients, subscribers = list(self._clients), list(self._subscribers)
         for sub in subscribers:
@@ -341,6 +343,17 @@ class ControlServer:
         for sub in subscribers:
             for event in events:
                 sub.push(event)
+
+    def _on_delta(self, agent_id: str, delta: str) -> None:
+        # A lane thread, as each streamed model delta arrives: never an input, so it has
+        # no tick or seq; pushing never blocks (a slow subscriber is dropped).
+        if not self._subscribers or self._closing.is_set():
+            return
+        event = {"event": "delta", "agent_id": agent_id, "text": delta}
+        with self._clients_lock:
+            subscribers = list(self._subscribers)
+        for sub in subscribers:
+            sub.push(event)
 
 
 class _Subscriber:

@@ -20,13 +20,12 @@ from components import (
     PromptOpened,
     PromptSettled,
     Settlement,
-    ToolCall,
     ToolResult,
 )
 from runtime.errors import JournalError
 from runtime.lane import ToolOutcome
 from runtime.lane.values import NotJSON, json_value
-from runtime.models import ModelReply
+from runtime.models.base import ModelReply, decode_reply, encode_reply
 from runtime.world.digest import canonical
 from runtime.world.host_data import field_names, type_name
 from runtime.world.inputs import (
@@ -45,24 +44,15 @@ from runtime.world.inputs import (
 __all__ = ["decode_input", "encode_input"]
 
 
-def _call(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "name": call.name, "args": dict(call.args)}
-
-
-def _uncall(data: dict[str, Any]) -> ToolCall:
-    return ToolCall(str(data["id"]), str(data["name"]), dict(data["args"]))
-
-
 def _output(value: Any) -> dict[str, Any]:
     if isinstance(value, ModelReply):
-        return {"reply": {"text": value.text, "tool_calls": [_call(c) for c in value.tool_calls]}}
+        return {"reply": encode_reply(value)}
     return {"value": value}
 
 
 def _unoutput(data: dict[str, Any]) -> Any:
     if "reply" in data:
-        reply = data["reply"]
-        return ModelReply(str(reply["text"]), tuple(_uncall(c) for c in reply["tool_calls"]))
+        return decode_reply(data["reply"])
     return data.get("value")
 
 
@@ -164,7 +154,14 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     PauseAgent: ("pause", lambda i: {"agent_id": i.agent_id}),
     ResumeAgent: ("resume", lambda i: {"agent_id": i.agent_id}),
     CancelAgent: ("cancel", lambda i: {"agent_id": i.agent_id, "reason": i.reason}),
-    InterruptAgent: ("interrupt", lambda i: {"agent_id": i.agent_id}),
+    InterruptAgent: (
+        "interrupt",
+        lambda i: (
+            {"agent_id": i.agent_id}
+            if i.partial is None
+            else {"agent_id": i.agent_id, "ref": i.ref, "partial": i.partial}
+        ),
+    ),
     ForgetAgent: ("forget", lambda i: {"agent_id": i.agent_id}),
     EffectFailed: (
         "effect_failed",
@@ -224,7 +221,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
     "pause": lambda d: PauseAgent(d["agent_id"]),
     "resume": lambda d: ResumeAgent(d["agent_id"]),
     "cancel": lambda d: CancelAgent(d["agent_id"], d["reason"]),
-    "interrupt": lambda d: InterruptAgent(d["agent_id"]),
+    "interrupt": lambda d: InterruptAgent(d["agent_id"], d.get("ref", ""), d.get("partial")),
     "forget": lambda d: ForgetAgent(d["agent_id"]),
     "effect_failed": lambda d: EffectFailed(d["agent_id"], d["ref"], d["error"], d["error_type"]),
     "outcome": lambda d: ToolOutcome(

@@ -10,10 +10,10 @@ from typing import Any
 
 from runtime.clock import ManualClock, MonotonicClock
 from runtime.cluster import tool_backend
-from runtime.models import Model, ScriptedModel
+from runtime.models import AnthropicMessages, Model, OpenAIChat, RateLimit, ScriptedModel
 from runtime.scenario.host import install_host
 from runtime.scenario.load import register_scenario_behaviors
-from runtime.scenario.spec import Scenario
+from runtime.scenario.spec import ModelSpec, Scenario
 from runtime.tools import AskUserTool, ShellTool, SleepTool, Tool, ToolRegistry
 from runtime.world import Recorder, World
 
@@ -96,16 +96,26 @@ def build_world(scenario: Scenario, *, journal: Recorder | None = None) -> World
 
 
 def build_models(scenario: Scenario) -> dict[str, Model]:
-    """The scripted models the scenario's ``[models]`` describe, by name."""
-    return {
-        name: ScriptedModel(
+    """The models the scenario's ``[models]`` describe, by name."""
+    return {name: build_model(spec) for name, spec in scenario.models.items()}
+
+
+def build_model(spec: ModelSpec) -> Model:
+    """The model a ``[models.NAME]`` table describes (a provider's key comes from its
+    ``api_key_env`` variable at each call, never from the scenario)."""
+    if spec.provider == "scripted":
+        return ScriptedModel(
             list(spec.replies),
             delay=spec.delay,
             cycle=spec.cycle,
             virtual_duration=spec.virtual_duration,
         )
-        for name, spec in scenario.models.items()
-    }
+    settings = dict(spec.settings)
+    rpm = settings.pop("requests_per_minute", None)
+    tpm = settings.pop("tokens_per_minute", None)
+    rate_limit = RateLimit(rpm, tpm) if rpm is not None or tpm is not None else None
+    cls = OpenAIChat if spec.provider == "openai" else AnthropicMessages
+    return cls(settings.pop("model"), rate_limit=rate_limit, **settings)
 
 
 class ShippedByValue:

@@ -16,6 +16,7 @@ from runtime.scenario.spec import (
     MAX_AGENTS,
     MODEL_FIELDS,
     OPERATOR_FIELDS,
+    PROVIDER_KEYS,
     TOOL_FIELDS,
     TOOL_KINDS,
     WORLD_FIELDS,
@@ -156,6 +157,18 @@ class _Parser:
     def model(self, path: Path, name: str, table: dict[str, Any]) -> ModelSpec | None:
         """One ``[models.NAME]`` table, or None when it has a problem."""
         values = self.checker.fields(path, table, MODEL_FIELDS)
+        provider = values["provider"]
+        if table.get("provider", "scripted") != provider:
+            # Its problem is reported; the name stays defined so steps using it add none.
+            return ModelSpec(name, (), provider=str(table["provider"]))
+        if provider != "scripted":
+            return self._provider_model(path, name, table, values)
+        for key in PROVIDER_KEYS:
+            if key in table:
+                self.checker.problem(
+                    (*path, key),
+                    "only for provider = 'openai' or 'anthropic' (this model is scripted)",
+                )
         if values["replies"] is None:
             if "replies" not in table:
                 self.checker.problem(path, "a model needs `replies`, an array of strings")
@@ -167,6 +180,25 @@ class _Parser:
             values["cycle"],
             float(values["virtual_duration"]),
         )
+
+    def _provider_model(
+        self, path: Path, name: str, table: dict[str, Any], values: dict[str, Any]
+    ) -> ModelSpec | None:
+        provider = values["provider"]
+        for key in ("replies", "delay", "cycle"):
+            if key in table:
+                self.checker.problem(
+                    (*path, key), f"only for scripted models, not provider {provider!r}"
+                )
+        if values["model"] is None:
+            if "model" not in table:
+                self.checker.problem(
+                    path,
+                    f"provider {provider!r} needs `model`, the provider's model name",
+                )
+            return ModelSpec(name, (), provider=provider)  # reported; never built
+        settings = {key: values[key] for key in PROVIDER_KEYS if values[key] is not None}
+        return ModelSpec(name, (), provider=provider, settings=settings)
 
     def agents(
         self, raw: Any, tools: Mapping[str, ToolSpec], models: Mapping[str, ModelSpec]

@@ -14,6 +14,7 @@ from runtime.scenario.check import (
     integer,
     number,
     one_of,
+    show,
     string_list,
     text,
 )
@@ -30,6 +31,8 @@ __all__ = [
     "MODEL_FIELDS",
     "OPERATOR_FIELDS",
     "POLICIES",
+    "PROVIDERS",
+    "PROVIDER_KEYS",
     "TOOL_FIELDS",
     "TOOL_KINDS",
     "WORLD_FIELDS",
@@ -68,11 +71,53 @@ TOOL_FIELDS: dict[str, Field] = {
     "idempotent": Field(boolean, False),  # run again on resume if a crash cut a call short
     "virtual_duration": Field(number(0.0), 0.0),  # world seconds a call takes in lockstep
 }
+
+
+def _url(value: Any) -> str | None:
+    if isinstance(value, str) and value.startswith(("http://", "https://")) and "\n" not in value:
+        return None
+    return f"must be an http:// or https:// URL, got {show(value)}"
+
+
+def _env_name(value: Any) -> str | None:
+    if isinstance(value, str) and value.isidentifier() and value.isascii():
+        return None
+    return f"must be the name of an environment variable, got {show(value)}"
+
+
+def _temperature(value: Any) -> str | None:
+    problem = number(0.0)(value)
+    if problem is None and value <= 2:
+        return None
+    return f"must be a number from 0 to 2, got {show(value)}"
+
+
+PROVIDERS = ("scripted", "openai", "anthropic")
+# Keys of a provider model (provider = "openai" | "anthropic"); the rest are scripted's.
+PROVIDER_KEYS = (
+    "model",
+    "base_url",
+    "api_key_env",
+    "temperature",
+    "max_tokens",
+    "requests_per_minute",
+    "tokens_per_minute",
+)
+SCRIPTED_KEYS = ("replies", "delay", "cycle")
 MODEL_FIELDS: dict[str, Field] = {
+    "provider": Field(one_of(*PROVIDERS), "scripted"),
     "replies": Field(string_list, None),
     "delay": Field(number(0.0), 0.0),
     "cycle": Field(boolean, True),
     "virtual_duration": Field(number(0.0), 0.0),  # world seconds a reply takes in lockstep
+    "model": Field(text, None),
+    "base_url": Field(_url, None),
+    # The key is read from this environment variable only, never from the scenario file.
+    "api_key_env": Field(_env_name, None),
+    "temperature": Field(_temperature, None),
+    "max_tokens": Field(integer(1), None),
+    "requests_per_minute": Field(number(0.0, above=True), None),
+    "tokens_per_minute": Field(number(0.0, above=True), None),
 }
 AGENT_FIELDS: dict[str, Field] = {
     "count": Field(integer(0, MAX_AGENTS), 1),
@@ -125,13 +170,15 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
-    """One ``[models.NAME]`` table: a scripted model."""
+    """One ``[models.NAME]`` table: a scripted model, or a provider's (``provider``)."""
 
     name: str
     replies: tuple[str, ...]
     delay: float = 0.0
     cycle: bool = True
     virtual_duration: float = 0.0
+    provider: str = "scripted"
+    settings: Mapping[str, Any] = field(default_factory=dict)  # PROVIDER_KEYS that were set
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,13 +16,15 @@ from functools import partial
 from typing import Any
 
 from components import InteractionRequest, ToolCall, ToolResult
-from runtime.cancel import CancelToken
-from runtime.errors import DuplicateRequestError
+from runtime.cancel import Cancelled, CancelToken
+from runtime.errors import DuplicateRequestError, ModelError
 from runtime.hub import InteractionHub
 from runtime.lane.jobs import ToolJob, ToolOutcome
 from runtime.lane.tool_lane import ToolLane
 from runtime.lane.values import NotJSON, json_value
 from runtime.models.base import Model, ModelReply, ModelRequest
+from runtime.models.streaming import Stream, StreamHub
+from runtime.models.usage import UsageMeter
 from runtime.tools.base import SupportsAsk
 from runtime.tools.registry import ToolRegistry
 from runtime.world.inputs import EffectFailed, Inbox
@@ -127,6 +129,8 @@ class LiveEffects:
         tools_can_ask: bool = True,
         lockstep: Lockstep | None = None,
         now: Callable[[], float] | None = None,
+        streams: StreamHub | None = None,
+        usage: UsageMeter | None = None,
     ) -> None:
         self._inbox = inbox
         self._hub = hub
@@ -135,6 +139,8 @@ class LiveEffects:
         self._tools = tools
         self._models = models
         self._tool_hub = HubRef(hub) if tools_can_ask else None
+        self._streams = streams if streams is not None else StreamHub()
+        self._usage = usage if usage is not None else UsageMeter()
         self._lockstep = lockstep
         self._now = now if now is not None else _time_zero
         # Lane jobs asked for during a journaled tick, held until the tick is committed.
@@ -166,7 +172,11 @@ class LiveEffects:
             self._inbox.put(ToolOutcome(agent_id, ref, (ToolResult(ref, error=error),), 0.0))
             return
         call = ToolCall(ref, f"model:{request.model}")
-        run = partial(_complete, model, request, ref)
+        stream = self._streams.open(agent_id, ref)
+        # Cancel (and an interrupt's token) closes the stream too, so a late delta is refused.
+        cancel.add_callback(lambda _token: stream.stop())
+        request = dataclasses.replace(request, stream=stream)
+        run = partial(_complete, model, request, ref, stream, self._streams, self._usage)
         job = ToolJob(agent_id, ref, run, (call,), cancel)
         # A model call has no bound of its own here: a provider bounds its own requests.
         self._submit(self._inference_lane, job, getattr(model, "virtual_duration", 0.0), None)
@@ -246,15 +256,39 @@ def _time_zero() -> float:
 
 
 def _complete(
-    model: Model, request: ModelRequest, ref: str, cancel: CancelToken
+    model: Model,
+    request: ModelRequest,
+    ref: str,
+    stream: Stream,
+    streams: StreamHub,
+    usage: UsageMeter,
+    cancel: CancelToken,
 ) -> Sequence[ToolResult]:
-    reply = model.complete(request, cancel)
     try:
-        return [ToolResult(ref, output=checked_reply(reply))]
-    except NotJSON as exc:
-        # The agent's error (its Think raises ModelError), never the journal's on the tick.
-        error = f"model {request.model!r} gave a reply that is not a JSON value: {exc}"
-        return [ToolResult(ref, error=error)]
+        try:
+            reply = model.complete(request, cancel)
+        except ModelError as exc:
+            # Expected failures (a provider's error, a budget): the agent's error says it
+            # all, so no traceback in the log, unlike a model that raised something else.
+            if not stream.finish():
+                raise Cancelled("interrupted by user") from None
+            return [ToolResult(ref, error=str(exc))]
+        except BaseException:
+            if not stream.finish():
+                raise Cancelled("interrupted by user") from None
+            raise
+        if not stream.finish():
+            # Stopped by an interrupt that carries the partial text: this reply is stale.
+            raise Cancelled("interrupted by user")
+        usage.add(request.model, getattr(reply, "usage", None))
+        try:
+            return [ToolResult(ref, output=checked_reply(reply))]
+        except NotJSON as exc:
+            # The agent's error (its Think raises ModelError), never the journal's on the tick.
+            error = f"model {request.model!r} gave a reply that is not a JSON value: {exc}"
+            return [ToolResult(ref, error=error)]
+    finally:
+        streams.release(stream)
 
 
 def checked_reply(reply: object) -> ModelReply:

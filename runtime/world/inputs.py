@@ -100,9 +100,16 @@ class CancelAgent:
 
 @dataclass(frozen=True, slots=True)
 class InterruptAgent:
-    """Abandon the agent's current turn, keeping its history."""
+    """Abandon the agent's current turn, keeping its history.
+
+    ``partial`` is the text a streaming model call ``ref`` had produced when the interrupt
+    stopped its stream (None when no stream was open): it travels with the interrupt, so
+    the history keeps it and a replay, which streams nothing, keeps the same text.
+    """
 
     agent_id: str
+    ref: str = ""
+    partial: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -234,6 +234,8 @@ class WorldState:
         self.lane_waiting: dict[int, AgentRecord] = {}  # awaiting a model or tool outcome
         self.to_abort: list[AgentRecord] = []
         self.to_interrupt: list[AgentRecord] = []
+        # agent id -> (model call ref, text its stream held when an interrupt stopped it)
+        self.partials: dict[str, tuple[str, str]] = {}
         self.to_dispatch: list[tuple[AgentRecord, Action]] = []
         self.prompt_changed: dict[int, AgentRecord] = {}
         self.joiners: dict[str, list[AgentRecord]] = {}

@@ -30,6 +30,8 @@ from runtime.hub import InteractionHub
 from runtime.lane.backend import BackendInfo, ToolBackend, describe_tool_backend, take_tool_executor
 from runtime.lane.tool_lane import ToolLane
 from runtime.models.base import Model
+from runtime.models.streaming import StreamHook, StreamHub
+from runtime.models.usage import Usage, UsageMeter
 from runtime.tools.registry import ToolRegistry
 from runtime.wake import Wake
 from runtime.world import sigint
@@ -118,8 +120,14 @@ class World(RunLoop, HostAPI):
         effects: Effects | None = None,
         keep_finished: int | None = None,
     ) -> None:
-        _check_settings(seed, tool_capacity, inference_capacity, interaction_timeout_secs, lockstep)
-        _check_keep_finished(keep_finished)
+        _check_settings(
+            seed,
+            tool_capacity,
+            inference_capacity,
+            interaction_timeout_secs,
+            lockstep,
+            keep_finished,
+        )
         self.seed = seed
         self.clock: Clock = clock if clock is not None else MonotonicClock()
         if lockstep is None:
@@ -136,6 +144,8 @@ class World(RunLoop, HostAPI):
         self.hub.attach_wake(self.wake)
         self.tools = tools if tools is not None else ToolRegistry()
         self.models: dict[str, Model] = dict(models or {})
+        self.streams = StreamHub()  # streamed model deltas: never inputs (see on_stream)
+        self._usage = UsageMeter()
         self._tool_backend, tool_executor = take_tool_executor(tool_executor, self.tools)
         self._tool_executor = tool_executor
         on_outcome = self._inbox.put if self._lockstep is None else self._lockstep.outcome
@@ -284,10 +294,28 @@ class World(RunLoop, HostAPI):
             self._lockstep.abandon(agent_id)  # its work is stale at whatever tick this lands
 
     def interrupt(self, agent_id: str) -> None:
-        """Abandon the agent's current turn, keeping its history; it waits for input."""
-        self._command(InterruptAgent(self._checked(agent_id)))
+        """Abandon the agent's current turn, keeping its history; it waits for input.
+
+        A model reply streaming in is stopped here and now (its HTTP stream closed), and
+        the text it had is kept in the history, marked ``[interrupted by user]``.
+        """
+        self._check_open()
+        stopped = self.streams.stop(self._checked(agent_id))
+        if stopped is None:
+            self._command(InterruptAgent(agent_id))
+        else:
+            self._command(InterruptAgent(agent_id, stopped[0], stopped[1]))
         if self._lockstep is not None:
             self._lockstep.abandon(agent_id)  # its work is stale at whatever tick this lands
+
+    def on_stream(self, fn: StreamHook) -> None:
+        """Call ``fn(agent_id, delta_text)`` as each streamed model delta arrives.
+
+        ``fn`` runs on the lane thread that reads the stream: keep it quick and thread-safe.
+        Deltas are not inputs (only the final reply is), so a replay calls no hook. One
+        that raises is logged. ``world.streams.remove_hook(fn)`` stops the calls.
+        """
+        self.streams.add_hook(fn)
 
     def forget(self, agent_id: str) -> None:
         """Release a finished agent now: its entity, record, history and id.
@@ -403,6 +431,13 @@ class World(RunLoop, HostAPI):
                 prompts_open=prompts_open,
                 recording=recorder is not None,
             )
+
+    def token_usage(self) -> dict[str, Usage]:
+        """Tokens in and out per model name, over the replies this world has received.
+
+        A report of the live run (a replay calls no model, so it meters nothing).
+        """
+        return self._usage.totals()
 
     def post(self, item: object) -> int:
         """Put a raw input into the inbox (an outcome, a prompt event); returns its seq.
@@ -720,6 +755,8 @@ class World(RunLoop, HostAPI):
             tools_can_ask=self._tool_executor is None,
             lockstep=self._lockstep,
             now=self._tick_time,
+            streams=self.streams,
+            usage=self._usage,
         )
 
     def _go_live(self, journal: Recorder | None) -> LiveEffects:
@@ -859,8 +896,10 @@ def _check_settings(
     inference_capacity: int,
     interaction_timeout_secs: float,
     lockstep: bool | None,
+    keep_finished: int | None,
 ) -> None:
     _check_int("seed", seed)
+    _check_keep_finished(keep_finished)
     for arg, value in (
         ("tool_capacity", tool_capacity),
         ("inference_capacity", inference_capacity),

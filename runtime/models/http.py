@@ -1,0 +1,190 @@
+"""HTTP and server-sent events for model providers, on ``httpx`` and ``httpx-sse``.
+
+Both come from the ``providers`` extra and are imported only when a provider first makes a
+call, so the core install works without them. A streamed response is closed the moment the
+call's cancel token fires or its `Stream` is stopped: the closer shuts the socket down (which
+wakes a reader blocked in ``recv`` on another thread), and that reader closes the response.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from runtime.cancel import Cancelled, CancelToken
+from runtime.errors import ConfigError, ProviderError
+from runtime.models.retry import is_retryable_status
+from runtime.models.streaming import Stream
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["SseEvent", "make_client", "open_events", "redact"]
+
+SseEvent = tuple[str, str]
+"""An event's name (``message`` when the server gave none) and its data."""
+
+
+def make_client(timeout: float, provider: str) -> httpx.Client:
+    """An ``httpx.Client`` for one provider object (a pool shared by its lane threads).
+
+    Raises:
+        ConfigError: the ``providers`` extra is not installed.
+    """
+    try:
+        import httpx
+    except ImportError:
+        raise ConfigError(
+            f"the {provider} provider needs httpx and httpx-sse: pip install 'tickwork[providers]'"
+        ) from None
+    return httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every secret (an API key) blotted out."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+@contextlib.contextmanager
+def open_events(
+    client: httpx.Client,
+    url: str,
+    *,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    provider: str,
+    cancel: CancelToken,
+    stream: Stream,
+    secrets: Sequence[str],
+) -> Iterator[Iterator[SseEvent]]:
+    """POST ``body`` and yield the response's server-sent events as they arrive.
+
+    Raises:
+        ProviderError: an HTTP error status (with the provider's message), a connection
+            that failed or dropped, or a response that is not an event stream.
+        Cancelled: the token fired or the stream was stopped.
+    """
+    import httpx
+    from httpx_sse import EventSource, SSEError
+
+    def stopped() -> bool:
+        return cancel.cancelled or stream.stopped
+
+    if stopped():
+        raise Cancelled(cancel.reason or "interrupted by user")
+    try:
+        with client.stream("POST", url, headers=headers, json=body) as response:
+            closer = _Closer(response)
+            cancel.add_callback(closer.on_cancel)
+            stream.on_stop(closer)
+            try:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _status_error(provider, response, secrets)
+                source = EventSource(response)
+                yield ((sse.event or "message", sse.data) for sse in source.iter_sse())
+            finally:
+                cancel.remove_callback(closer.on_cancel)
+    except (httpx.TransportError, httpx.StreamError, SSEError) as exc:
+        if stopped():
+            raise Cancelled(cancel.reason or "interrupted by user") from None
+        if isinstance(exc, SSEError):
+            raise ProviderError(provider, f"not an event stream: {exc}") from None
+        message = redact(f"connection failed: {type(exc).__name__}: {exc}", secrets)
+        raise ProviderError(provider, message.rstrip(": "), retryable=True) from None
+    if stopped():
+        raise Cancelled(cancel.reason or "interrupted by user")
+
+
+class _Closer:
+    """Ends a streamed response from any thread, at once.
+
+    It shuts the socket down, which wakes the reader blocked in ``recv`` (closing the fd
+    would not) and tells the server; the reader's thread then closes the response itself
+    as it leaves the ``with`` block. Closing the ``httpx.Response`` here as well raced that
+    close inside httpcore and could hang the closing thread (the tick thread, on cancel);
+    a response without a socket to reach is closed here as the only way to end it.
+    """
+
+    __slots__ = ("_done", "_lock", "_response")
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self._lock = threading.Lock()
+        self._done = False
+
+    def on_cancel(self, _token: CancelToken) -> None:
+        self()
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        stream = self._response.extensions.get("network_stream")
+        sock = None if stream is None else stream.get_extra_info("socket")
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            return
+        with contextlib.suppress(Exception):
+            self._response.close()
+
+
+def _status_error(provider: str, response: httpx.Response, secrets: Sequence[str]) -> ProviderError:
+    status = response.status_code
+    message = _provider_message(response) or response.reason_phrase or "no message"
+    if status == 401:
+        message += " (check the API key's environment variable)"
+    return ProviderError(
+        provider,
+        redact(message, secrets),
+        status,
+        retryable=is_retryable_status(status),
+        retry_after=_retry_after(response.headers),
+    )
+
+
+def _provider_message(response: httpx.Response) -> str:
+    text = response.text
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())[:300]
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])[:300]
+    if isinstance(error, str):
+        return error[:300]
+    if isinstance(data, dict) and data.get("message"):
+        return str(data["message"])[:300]
+    return " ".join(text.split())[:300]
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(millis) / 1000.0)
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -1,0 +1,80 @@
+"""Cassettes: model calls recorded once, replayed by request, and misses named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runtime import (
+    CancelToken,
+    Cassette,
+    CassetteMiss,
+    ConfigError,
+    ManualClock,
+    OpenAIChat,
+    ScriptedModel,
+    StatusKind,
+    Think,
+    Usage,
+    World,
+)
+from runtime.models import ModelRequest
+
+from .stub_server import openai_text
+
+
+def test_a_recorded_call_replays_with_no_provider_reachable(openai_server, tmp_path):
+    path = tmp_path / "calls.json"
+    openai_server.script(openai_text("recorded", usage=(3, 1)))
+    model = OpenAIChat("m", base_url=openai_server.url)
+    recorder = Cassette(path, record=True).wrap(model)
+    first = recorder.complete(ModelRequest("a1", "hello"), CancelToken())
+    openai_server.__exit__()
+    player = Cassette(path).wrap(model)
+    again = player.complete(ModelRequest("other-agent", "hello"), CancelToken())
+    assert again == first
+    assert again.text == "recorded" and again.usage == Usage(3, 1)
+    stored = json.loads(path.read_text())
+    (entry,) = stored["recordings"].values()
+    assert entry["request"]["messages"] == [{"role": "user", "content": "hello"}]
+
+
+def test_a_request_with_no_recording_is_named(tmp_path):
+    path = tmp_path / "calls.json"
+    Cassette(path, record=True).wrap(ScriptedModel(["a"])).complete(
+        ModelRequest("a1", "plan the day"), CancelToken()
+    )
+    player = Cassette(path).wrap(ScriptedModel(["never"]))
+    with pytest.raises(CassetteMiss) as caught:
+        player.complete(ModelRequest("a1", "plan the night"), CancelToken())
+    message = str(caught.value)
+    assert "has no recording for the request" in message
+    assert "the last 'plan the night'" in message and "record=True" in message
+
+
+def test_a_world_agent_whose_request_changed_fails_naming_the_miss(tmp_path):
+    path = tmp_path / "calls.json"
+    cassette = Cassette(path, record=True)
+    cassette.wrap(ScriptedModel(["ok"])).complete(ModelRequest("a1", "step 0"), CancelToken())
+
+    def worker(turn):
+        first = yield Think("step 0")
+        second = yield Think("step 1")  # never recorded
+        return [first.text, second.text]
+
+    with World(
+        clock=ManualClock(), models={"default": Cassette(path).wrap(ScriptedModel(["x"]))}
+    ) as world:
+        agent = world.spawn(worker, None)
+        world.run_until_idle(timeout=10)
+        status = world.status(agent)
+    assert status.kind is StatusKind.ERROR
+    assert "CassetteMiss" in status.message or "no recording" in status.message
+
+
+def test_a_file_that_is_not_a_cassette_is_refused(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text('{"something": "else"}')
+    with pytest.raises(ConfigError, match=r"is not a tickwork cassette"):
+        Cassette(path)

@@ -1,0 +1,493 @@
+"""OpenAIChat and AnthropicMessages against stub servers: streams, tools, usage, errors."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from runtime import (
+    AnthropicMessages,
+    Budget,
+    CancelToken,
+    Journal,
+    ModelReply,
+    MonotonicClock,
+    OpenAIChat,
+    ProviderError,
+    RateLimit,
+    StatusKind,
+    Think,
+    ToolCall,
+    Usage,
+    World,
+    replay,
+)
+from runtime.models import ModelRequest
+
+from ..conftest import wait_for
+from .stub_server import (
+    Reply,
+    anthropic_event,
+    anthropic_text,
+    anthropic_tool_use,
+    error,
+    openai_text,
+    openai_tool_call,
+)
+
+KEY = "sk-test-0123456789abcdef"
+MARKER = "[interrupted by user]"
+
+
+def thinker(turn):
+    reply = yield Think(f"answer {turn.message}")
+    return reply.text
+
+
+def two_thinks(turn):
+    first = yield Think("one")
+    second = yield Think("two")
+    return [first.text, second.text]
+
+
+def run(world: World, *agents: str, timeout: float = 10.0) -> None:
+    def settled() -> bool:
+        return all(world.status(a).kind.is_terminal for a in agents)
+
+    world.start()
+    wait_for(settled, timeout, "agents to finish")
+    world.stop()
+
+
+@pytest.fixture
+def live_world():
+    worlds: list[World] = []
+
+    def make(**kwargs) -> World:
+        world = World(clock=MonotonicClock(), **kwargs)
+        worlds.append(world)
+        return world
+
+    yield make
+    for world in worlds:
+        world.close()
+
+
+# -- streaming ------------------------------------------------------------------------
+
+
+def test_deltas_reach_on_stream_while_the_reply_is_still_arriving(openai_server, live_world):
+    first_seen = threading.Event()
+    openai_server.script(openai_text("Hel", first_seen, "lo"))  # holds until the hook saw "Hel"
+    model = OpenAIChat("m", base_url=openai_server.url)
+    world = live_world(models={"default": model})
+    seen: list[tuple[str, str, str]] = []
+
+    def hook(agent_id: str, delta: str) -> None:
+        seen.append((agent_id, delta, threading.current_thread().name))
+        if delta == "Hel":
+            first_seen.set()
+
+    world.on_stream(hook)
+    agent = world.spawn(thinker, "x")
+    run(world, agent)
+    assert world.result(agent) == "Hello"
+    assert [(a, d) for a, d, _ in seen] == [(agent, "Hel"), (agent, "lo")]
+    assert all(name.startswith("tickwork-inference") for _, _, name in seen)
+    assert world.streams.latest_lines()[agent] == "Hello"
+
+
+def test_a_reply_carries_usage_and_finish_reason(openai_server):
+    openai_server.script(openai_text("hi", usage=(12, 2)))
+    model = OpenAIChat("m", base_url=openai_server.url)
+    reply = model.complete(ModelRequest("a1", "hello"), CancelToken())
+    assert reply == ModelReply("hi", (), Usage(12, 2), "stop")
+    body = openai_server.requests[0]["body"]
+    assert body["stream"] is True and body["messages"][-1] == {"role": "user", "content": "hello"}
+
+
+def test_openai_tool_calls_become_tool_calls_with_ids_and_parsed_args(openai_server):
+    openai_server.script(openai_tool_call("call_abc", "search", '{"q": "ducks", "n": 3}'))
+    tools = [{"name": "search", "description": "find", "parameters": {"type": "object"}}]
+    model = OpenAIChat("m", base_url=openai_server.url, tools=tools)
+    reply = model.complete(ModelRequest("a1", "look"), CancelToken())
+    assert reply.tool_calls == (ToolCall("call_abc", "search", {"q": "ducks", "n": 3}),)
+    assert reply.finish_reason == "tool_calls" and reply.usage == Usage(11, 5)
+    sent = openai_server.requests[0]["body"]["tools"]
+    assert sent == [{"type": "function", "function": {**tools[0]}}]
+
+
+def test_anthropic_streams_text_tool_use_and_usage(anthropic_server):
+    anthropic_server.script(
+        anthropic_text("Bon", "jour"), anthropic_tool_use("toolu_1", "search", '{"q": "x"}')
+    )
+    model = AnthropicMessages("claude-x", base_url=anthropic_server.url, api_key=KEY)
+    first = model.complete(ModelRequest("a1", "hi"), CancelToken())
+    assert first == ModelReply("Bonjour", (), Usage(9, 4), "end_turn")
+    second = model.complete(ModelRequest("a1", "hi"), CancelToken())
+    assert second.text == "Let me look."
+    assert second.tool_calls == (ToolCall("toolu_1", "search", {"q": "x"}),)
+    assert second.usage == Usage(20, 12) and second.finish_reason == "tool_use"
+    request = anthropic_server.requests[0]
+    assert request["path"] == "/v1/messages"
+    assert request["headers"]["x-api-key"] == KEY
+    assert request["body"]["max_tokens"] == 1024
+
+
+def test_anthropic_joins_roles_so_messages_alternate(anthropic_server):
+    from components import Entry
+
+    anthropic_server.script(anthropic_text("ok"))
+    model = AnthropicMessages("c", base_url=anthropic_server.url)
+    history = (Entry("user", "a"), Entry("assistant", "b"), Entry("system", MARKER))
+    model.complete(ModelRequest("a1", "c", history=history), CancelToken())
+    messages = anthropic_server.requests[0]["body"]["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[2]["content"] == f"[system] {MARKER}\n\nc"
+
+
+# -- interrupts -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_an_interrupt_closes_a_slow_stream_at_once_and_keeps_the_partial_text(
+    kind, openai_server, anthropic_server, live_world
+):
+    server = openai_server if kind == "openai" else anthropic_server
+    stall = threading.Event()  # never set: after five deltas the stream stalls
+    pieces = [f"w{i} " for i in range(5)] + [stall] + [f"w{i} " for i in range(5, 200)]
+    frames = openai_text(*pieces) if kind == "openai" else anthropic_text(*pieces)
+    server.script(Reply(frames=frames, interval=0.01))
+    cls = OpenAIChat if kind == "openai" else AnthropicMessages
+    world = live_world(models={"default": cls("m", base_url=server.url)})
+    seen: list[str] = []
+    world.on_stream(lambda _agent, delta: seen.append(delta))
+    agent = world.spawn(thinker, "x")
+    world.start()
+    wait_for(lambda: len(seen) >= 5, 10, "five deltas")
+    started = time.monotonic()
+    world.interrupt(agent)
+    wait_for(lambda: world.history(agent)[-1].content == MARKER, 5, "the marker")
+    took = time.monotonic() - started
+    assert took < 0.2, f"the Think took {took:.3f}s to end after the interrupt"
+    # the stream is stalled: only closing the response from our side ends the connection
+    assert server.closed.wait(1), "the server never saw the connection closed"
+    history = world.history(agent)
+    assert history[-2].role == "assistant"
+    partial = history[-2].content
+    assert partial == "w0 w1 w2 w3 w4 " == "".join(seen)
+    assert world.status(agent).kind is StatusKind.IDLE
+    assert world.result(agent) is None
+
+
+def test_a_late_chunk_after_the_stop_is_never_applied():
+    from runtime.models import StreamHub
+
+    hub = StreamHub()
+    seen: list[str] = []
+    hub.add_hook(lambda _a, d: seen.append(d))
+    stream = hub.open("a1", "m1")
+    closed: list[bool] = []
+    stream.on_stop(lambda: closed.append(True))
+    assert stream.delta("part ")
+    assert hub.stop("a1") == ("m1", "part ")
+    assert closed == [True]
+    assert not stream.delta("late")
+    assert stream.text == "part " and seen == ["part "]
+    assert not stream.finish()  # its call's reply is dropped
+    assert hub.stop("a1") is None
+
+
+def test_a_stream_that_finished_cannot_be_stopped_any_more():
+    from runtime.models import StreamHub
+
+    hub = StreamHub()
+    stream = hub.open("a1", "m1")
+    stream.delta("all")
+    assert stream.finish()
+    assert stream.stop() is None
+    assert stream.delta("more") and stream.text == "allmore"  # finished streams are not policed
+
+
+def test_cancel_closes_the_stream_and_the_agent_ends_cancelled(openai_server, live_world):
+    openai_server.script(Reply(frames=openai_text("a", "b")[:3], hold=True))  # no [DONE]
+    world = live_world(models={"default": OpenAIChat("m", base_url=openai_server.url)})
+    seen: list[str] = []
+    world.on_stream(lambda _a, d: seen.append(d))
+    agent = world.spawn(thinker, "x")
+    world.start()
+    wait_for(lambda: "b" in seen, 10, "the deltas")
+    world.cancel(agent)
+    assert openai_server.closed.wait(5), "the server never saw the connection closed"
+    wait_for(lambda: world.inference_lane.stats().busy == 0, 5, "the lane to free up")
+    assert world.status(agent).kind is StatusKind.CANCELLED
+
+
+def test_a_journal_of_a_streamed_and_interrupted_run_replays_with_no_provider(
+    openai_server, live_world, tmp_path
+):
+    path = tmp_path / "run.db"
+    openai_server.script(
+        openai_text("fine"),
+        Reply(frames=openai_text(*[f"t{i} " for i in range(200)]), interval=0.02),
+    )
+    world = live_world(
+        models={"default": OpenAIChat("m", base_url=openai_server.url)},
+        journal=Journal.create(path),
+    )
+    seen: list[str] = []
+    world.on_stream(lambda _a, d: seen.append(d))
+    done = world.spawn(thinker, "one")
+    world.start()
+    wait_for(lambda: world.status(done).kind is StatusKind.COMPLETE, 10, "the first agent")
+    stopped = world.spawn(thinker, "two")  # after: the stub hands out replies in order
+    wait_for(lambda: len(seen) >= 4, 10, "the slow stream")
+    world.interrupt(stopped)
+    wait_for(lambda: world.history(stopped)[-1].content == MARKER, 5, "the marker")
+    world.close()
+    openai_server.__exit__()  # no provider reachable from here on
+    report = replay(path)
+    assert report.agents == 2 and report.effects.get("think") == 2
+
+
+# -- retries and errors -----------------------------------------------------------------
+
+
+def test_a_429_is_retried_after_the_wait_it_asked_for(openai_server, virtual_sleep):
+    openai_server.script(error(429, "slow down", retry_after="7"), openai_text("ok"))
+    model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep)
+    reply = model.complete(ModelRequest("a1", "hi"), CancelToken())
+    assert reply.text == "ok"
+    assert virtual_sleep.waits == [7.0]
+    assert len(openai_server.requests) == 2
+
+
+def test_5xx_and_dropped_connections_are_retried_with_jittered_backoff(
+    openai_server, virtual_sleep
+):
+    openai_server.script(
+        error(500, "boom"), Reply(drop=True), error(503, "busy"), openai_text("at last")
+    )
+    model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep)
+    assert model.complete(ModelRequest("a1", "hi"), CancelToken()).text == "at last"
+    assert len(virtual_sleep.waits) == 3
+    for attempt, wait in enumerate(virtual_sleep.waits):
+        assert 0 <= wait <= 0.5 * 2**attempt  # full jitter under the exponential cap
+
+
+@pytest.mark.parametrize("status", [408, 409])
+def test_408_and_409_are_retried(openai_server, virtual_sleep, status):
+    openai_server.script(error(status, "again"), openai_text("ok"))
+    model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep)
+    assert model.complete(ModelRequest("a1", "hi"), CancelToken()).text == "ok"
+
+
+def test_retries_give_up_after_max_retries(openai_server, virtual_sleep):
+    openai_server.script(*[error(500, f"boom {i}") for i in range(3)])
+    model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep, max_retries=2)
+    with pytest.raises(ProviderError, match=r"openai HTTP 500: boom 2"):
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+    assert len(openai_server.requests) == 3
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_other_4xx_are_not_retried(openai_server, virtual_sleep, status):
+    openai_server.script(error(status, "nope"), openai_text("never"))
+    model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep)
+    with pytest.raises(ProviderError) as caught:
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+    assert caught.value.status == status and virtual_sleep.waits == []
+    assert len(openai_server.requests) == 1
+
+
+def test_a_401_fails_the_agent_naming_provider_status_and_message_never_the_key(
+    openai_server, live_world, monkeypatch, caplog, tmp_path
+):
+    monkeypatch.setenv("STUB_KEY", KEY)
+    openai_server.script(error(401, f"Incorrect API key provided: {KEY}"))
+    model = OpenAIChat("m", base_url=openai_server.url, api_key_env="STUB_KEY")
+    path = tmp_path / "run.db"
+    world = live_world(models={"default": model}, journal=Journal.create(path))
+    caplog.set_level(logging.DEBUG)
+    agent = world.spawn(thinker, "x")
+    run(world, agent)
+    status = world.status(agent)
+    assert status.kind is StatusKind.ERROR
+    assert "openai HTTP 401: Incorrect API key provided: [redacted]" in status.message
+    assert len(openai_server.requests) == 1  # not retried
+    assert openai_server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
+    world.close()
+    assert KEY not in status.message and KEY not in repr(model)
+    assert KEY not in caplog.text
+    assert KEY.encode() not in path.read_bytes()
+
+
+def test_the_key_comes_from_the_environment_variable_at_each_call(openai_server, monkeypatch):
+    openai_server.script(openai_text("a"), openai_text("b"))
+    model = OpenAIChat("m", base_url=openai_server.url, api_key_env="STUB_KEY")
+    monkeypatch.delenv("STUB_KEY", raising=False)
+    model.complete(ModelRequest("a1", "hi"), CancelToken())
+    monkeypatch.setenv("STUB_KEY", "k2")
+    model.complete(ModelRequest("a1", "hi"), CancelToken())
+    auth = [r["headers"].get("authorization") for r in openai_server.requests]
+    assert auth == [None, "Bearer k2"]
+
+
+def test_a_malformed_chunk_fails_the_call_naming_the_provider(openai_server, virtual_sleep):
+    openai_server.script(("data: {not json\n\n",))
+    model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep)
+    with pytest.raises(ProviderError, match=r"openai: malformed chunk in the stream"):
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+    assert virtual_sleep.waits == []
+
+
+def test_a_connection_dropped_mid_reply_is_an_error_not_a_restart(openai_server, virtual_sleep):
+    frames = openai_text("half", "way")[:2]
+    openai_server.script(Reply(frames=frames, drop=True), openai_text("whole"))
+    model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep)
+    with pytest.raises(ProviderError, match=r"openai: connection failed"):
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+    assert len(openai_server.requests) == 1
+
+
+def test_an_error_event_in_an_anthropic_stream_names_its_type(anthropic_server, virtual_sleep):
+    overloaded = anthropic_event(
+        "error", {"error": {"type": "overloaded_error", "message": "busy"}}
+    )
+    invalid = anthropic_event(
+        "error", {"error": {"type": "invalid_request_error", "message": "bad"}}
+    )
+    anthropic_server.script((overloaded,), anthropic_text("ok"), (invalid,))
+    model = AnthropicMessages("c", base_url=anthropic_server.url, sleep=virtual_sleep)
+    assert model.complete(ModelRequest("a1", "hi"), CancelToken()).text == "ok"  # retried
+    with pytest.raises(ProviderError, match=r"anthropic: invalid_request_error: bad"):
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+
+
+def test_the_retry_wait_is_cancellable(openai_server):
+    openai_server.script(error(429, "wait an hour", retry_after="3600"))
+    model = OpenAIChat("m", base_url=openai_server.url)
+    token = CancelToken()
+    ended = threading.Event()
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            model.complete(ModelRequest("a1", "hi"), token)
+        except BaseException as exc:
+            outcome.append(exc)
+        ended.set()
+
+    threading.Thread(target=call, daemon=True).start()
+    openai_server.wait_requests(1)
+    token.cancel("stop")
+    assert ended.wait(2), "the retry wait did not end when the token fired"
+    assert type(outcome[0]).__name__ == "Cancelled"
+
+
+# -- rate limits and budgets ------------------------------------------------------------
+
+
+def test_120_requests_a_minute_space_five_agents_calls_half_a_second_apart(
+    openai_server, live_world, virtual_sleep
+):
+    from runtime import ManualClock
+
+    openai_server.script(*[openai_text(f"r{i}") for i in range(5)])
+    limit = RateLimit(requests_per_minute=120, clock=ManualClock(), sleep=virtual_sleep)
+    world = live_world(
+        models={"default": OpenAIChat("m", base_url=openai_server.url, rate_limit=limit)}
+    )
+    agents = [world.spawn(thinker, str(i)) for i in range(5)]
+    run(world, *agents)
+    assert all(world.status(a).kind is StatusKind.COMPLETE for a in agents)
+    # the first goes at once; each other agent waited for its own slot, 0.5 s after the last
+    assert sorted(virtual_sleep.waits) == [0.5, 1.0, 1.5, 2.0]
+
+
+def test_a_token_rate_holds_requests_until_the_minute_has_room():
+    from runtime import ManualClock
+
+    clock = ManualClock()
+    waits: list[float] = []
+
+    def sleep(seconds, cancel):
+        waits.append(seconds)
+        clock.advance(seconds)
+
+    limit = RateLimit(tokens_per_minute=100, clock=clock, sleep=sleep)
+    limit.acquire(CancelToken())
+    limit.record(Usage(60, 50))  # 110 tokens at t=0: over the minute's 100
+    clock.advance(10)
+    limit.acquire(CancelToken())
+    assert waits == [50.0] and clock.now() == 60.0
+
+
+def test_a_rate_limit_rejects_bad_rates():
+    from runtime import ConfigError
+
+    with pytest.raises(ConfigError, match=r"`requests_per_minute` must be a number > 0, got 0"):
+        RateLimit(requests_per_minute=0)
+    with pytest.raises(ConfigError, match=r"`tokens_per_minute` must be a number > 0, got nan"):
+        RateLimit(tokens_per_minute=float("nan"))
+
+
+def test_a_budget_stops_the_agent_that_passes_it_and_no_other(openai_server, live_world):
+    # each reply costs 7 + 3 = 10 tokens; the budget is 15 tokens per agent
+    openai_server.script(*[openai_text(f"r{i}") for i in range(6)])
+    model = OpenAIChat("m", base_url=openai_server.url, budget=Budget(tokens=15))
+    world = live_world(models={"default": model})
+    spender = world.spawn(lambda turn: (yield from _think_times(3)), "x")
+    thrifty = world.spawn(thinker, "y")
+    run(world, spender, thrifty)
+    assert world.status(thrifty).kind is StatusKind.COMPLETE
+    status = world.status(spender)
+    assert status.kind is StatusKind.ERROR
+    assert (
+        f"agent {spender!r} has used its token budget for model 'm': 20 of 15 tokens"
+        in status.message
+    )
+    assert len(openai_server.requests) == 3  # two for the spender, one for the other
+
+
+def _think_times(n):
+    for i in range(n):
+        yield Think(f"step {i}")
+
+
+def test_usage_of_a_run_is_in_its_outcomes(openai_server, live_world):
+    openai_server.script(openai_text("a", usage=(5, 1)), openai_text("b", usage=(6, 2)))
+    world = live_world(models={"default": OpenAIChat("m", base_url=openai_server.url)})
+    replies: list[ModelReply] = []
+
+    def worker(turn):
+        replies.append((yield Think("one")))
+        replies.append((yield Think("two")))
+
+    agent = world.spawn(worker, "x")
+    run(world, agent)
+    assert [r.usage for r in replies] == [Usage(5, 1), Usage(6, 2)]
+
+
+def test_settings_are_checked_by_name():
+    from runtime import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"`base_url` must be an http:// or https:// URL, got 'ftp://x'"
+    ):
+        OpenAIChat("m", base_url="ftp://x")
+    with pytest.raises(ConfigError, match=r"`temperature` must be a number from 0 to 2, got 3"):
+        AnthropicMessages("m", temperature=3)
+    with pytest.raises(ConfigError, match=r"`max_retries` must be >= 0, got -1"):
+        OpenAIChat("m", max_retries=-1)
+
+
+def test_a_server_that_streams_no_usage_gets_it_counted(openai_server):
+    openai_server.script(openai_text("a", "b", "c", usage=None))
+    model = OpenAIChat("m", base_url=openai_server.url)
+    reply = model.complete(ModelRequest("a1", "x" * 10), CancelToken())
+    # one token per content delta; the prompt's 10 characters at four to a token
+    assert reply.usage == Usage(3, 3)
