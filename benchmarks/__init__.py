@@ -7,7 +7,16 @@ and peer implementations live in `benchmarks.peers`. Not collected by the test r
 """
 
 # The order of the issue's table; importing a module registers its benchmarks.
-from . import hubs, lanes, memory, replays, ticks, wakeups, workloads  # noqa: F401
+from . import (  # noqa: F401
+    hubs,
+    lanes,
+    memory,
+    replays,
+    sims,
+    ticks,
+    wakeups,
+    workloads,
+)
 from .harness import BENCHMARKS
 
 ORDER = (
@@ -20,6 +29,12 @@ ORDER = (
     "vs_asyncio",
     "replay_speed",
     "memory_per_agent",
+    # Issue 20: the workloads users run, against the peers they would pick instead.
+    "simpy_random_1k",
+    "simpy_random_10k",
+    "simpy_random_100k",
+    "simpy_resource",
+    "mesa_agentset",
 )
 
 assert set(ORDER) == set(BENCHMARKS), sorted(set(ORDER) ^ set(BENCHMARKS))
