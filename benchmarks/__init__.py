@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     replays,
     sims,
     ticks,
+    turns,
     wakeups,
     workloads,
 )
@@ -35,6 +36,13 @@ ORDER = (
     "simpy_random_100k",
     "simpy_resource",
     "mesa_agentset",
+    "asyncio_100",
+    "asyncio_100_p99",
+    "asyncio_1k",
+    "asyncio_1k_p99",
+    "asyncio_10k",
+    "asyncio_10k_p99",
+    "langgraph_graph",
 )
 
 assert set(ORDER) == set(BENCHMARKS), sorted(set(ORDER) ^ set(BENCHMARKS))
