@@ -102,7 +102,7 @@ def _baseline(n: int, behavior: str) -> float:
     baseline="a bare esper entity with an idle agent's component data",
 )
 def memory_per_agent(ctx: Context) -> Result:
-    n = ctx.pick(2_000, 100_000)
+    n = ctx.pick(1_000, 100_000)
     reps = ctx.pick(1, 2)  # allocation is deterministic: the spread is ~0
     behavior = "benchmarks.memory:chatter"
     ours_s: list[float] = []

@@ -147,7 +147,7 @@ def _measure(ctx: Context, name: str, agents: int, reps: int) -> dict[str, list[
         runs["base_p50"].append(statistics.median(lat))
         return agents / elapsed
 
-    warmup = 0 if ctx.quick and agents >= 1_000 else 1
+    warmup = 0 if ctx.quick else 1
     ours_s, base_s = interleave(ctx, ours, base, reps=reps, warmup=warmup)
     for k in runs:  # drop the warm-up's latencies: pair them with the timed samples
         runs[k] = runs[k][warmup:]
@@ -213,7 +213,7 @@ def _details(agents: int, runs: dict[str, list[float]]) -> dict[str, Any]:
 
 
 # (agents, repetitions): quick, full. The 10k row's quick size is 1,000 agents.
-_register_scale("asyncio_100", 100, (100, 2), (100, 9))
+_register_scale("asyncio_100", 100, (100, 1), (100, 9))
 _register_scale("asyncio_1k", 1_000, (1_000, 1), (1_000, 5))
 _register_scale("asyncio_10k", 10_000, (1_000, 1), (10_000, 3))
 
@@ -265,10 +265,14 @@ def langgraph_row(ctx: Context) -> Result:
     if why is not None:
         ctx.progress.note(f"skipped: {why}")
         return skipped(bench, why)
-    runs, reps = ctx.pick((100, 1), (1_000, 3))
+    runs, reps = ctx.pick((30, 1), (1_000, 3))
     rig = langgraph_graph.LangGraphRig()
     ours, base = interleave(
-        ctx, lambda: runs / _tickwork_graph(runs), lambda: runs / rig.run(runs).wall, reps=reps
+        ctx,
+        lambda: runs / _tickwork_graph(runs),
+        lambda: runs / rig.run(runs).wall,
+        reps=reps,
+        warmup=0 if ctx.quick else 1,
     )
     from importlib.metadata import version
 
