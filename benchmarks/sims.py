@@ -138,7 +138,7 @@ def _register_random(
 # quick run is a smoke test, its figures are not the table.
 _register_random("simpy_random_1k", 1_000, (1_000, 1, 2), (1_000, 10, 5))
 _register_random("simpy_random_10k", 10_000, (3_000, 1, 1), (10_000, 2, 3))
-_register_random("simpy_random_100k", 100_000, (5_000, 1, 1), (100_000, 1, 3))
+_register_random("simpy_random_100k", 100_000, (5_000, 1, 1), (100_000, 1, 2))
 
 
 class PromptGate:
