@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import threading
 
-__all__ = ["DictHub"]
+__all__ = ["DictHub", "LeanDictHub"]
 
 
 class _Request:
@@ -65,3 +65,39 @@ class DictHub:
         """``(request_id, agent_id, prompt)`` of every open request."""
         with self._lock:
             return [(rid, r.agent_id, r.prompt) for rid, r in self._open.items()]
+
+
+class LeanDictHub:
+    """The registry for askers that never block: a dict under a lock, no ``Event``.
+
+    What a tick-driven host writes when the asker learns of the answer by polling or by a
+    callback, as tickwork's agents do (they never wait on a per-request ``Event``): ``open``
+    files the prompt under an id from a counter, ``answer`` pops it and stores the value.
+    The floor for ``hub_throughput``, whose tickwork side builds no ``Event`` either.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[str, tuple[str, str]] = {}
+        self._ids = itertools.count(1)
+        self.answers: dict[str, str] = {}
+
+    def open(self, agent_id: str, prompt: str) -> str:
+        """File a request and return its id."""
+        with self._lock:
+            request_id = f"{agent_id}-{next(self._ids)}"
+            self._open[request_id] = (agent_id, prompt)
+        return request_id
+
+    def answer(self, request_id: str, value: str) -> bool:
+        """Settle an open request; False if unknown or already settled."""
+        with self._lock:
+            if self._open.pop(request_id, None) is None:
+                return False
+        self.answers[request_id] = value
+        return True
+
+    def pending(self) -> list[tuple[str, str, str]]:
+        """``(request_id, agent_id, prompt)`` of every open request."""
+        with self._lock:
+            return [(rid, a, p) for rid, (a, p) in self._open.items()]
