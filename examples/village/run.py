@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             f"village: {args.frames} frames, {args.npcs} villagers, {wall:.2f} s wall"
             f" ({args.frames / wall:.0f} frames/s); "
             + ", ".join(f"{n} {k.value}" for k, n in counts.items() if n)
+            + f"; digest {world.digest()}"
         )
     return 0
 
