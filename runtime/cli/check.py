@@ -71,7 +71,7 @@ def _host_setup(args: argparse.Namespace) -> Callable[[Any], object] | None:
         JournalError: the setup cannot be imported (the message says how to allow it).
     """
     from runtime.journal import JournalReader
-    from runtime.world.behaviors import _import
+    from runtime.world.behaviors import import_by_name
 
     name = args.setup
     if name is None:
@@ -84,8 +84,8 @@ def _host_setup(args: argparse.Namespace) -> Callable[[Any], object] | None:
             raise JournalError(f"--path: {str(folder)!r} is not a directory")
         if folder not in sys.path:
             sys.path.insert(0, str(Path(folder).resolve()))
-    fn = _import(str(name))
-    if fn is None:
+    fn = import_by_name(str(name))
+    if not callable(fn):
         raise JournalError(
             f"the journal's host setup {name!r} cannot be imported: pass --path DIR where its"
             " module lives (or --setup MODULE:FN)"

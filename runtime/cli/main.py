@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from runtime._version import __version__
+from runtime.cli.args import int_at_least
 from runtime.errors import BehaviorNotFound, ConfigError, JournalError, ScenarioError, TickworkError
 from runtime.scenario.check import escape_controls
 
@@ -106,14 +107,7 @@ def _metrics(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
-    return value
+_positive = int_at_least(1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from runtime.cli.args import int_at_least
 from runtime.cli.observe import check_metrics_address
 from runtime.cli.run import run_world, signals_set
 from runtime.cli.serve import serve_world
@@ -59,14 +60,7 @@ def add_resume_command(
     res.set_defaults(func=cmd_resume)
 
 
-def _tick(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
+_tick = int_at_least(0)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from runtime.errors import BehaviorNotFound
 
-__all__ = ["BehaviorRegistry", "behavior", "register_behavior"]
+__all__ = ["BehaviorRegistry", "behavior", "import_by_name", "register_behavior"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -142,7 +142,8 @@ def qualified_name(fn: Callable[..., Any]) -> str:
     return f"{module}:{qualname}"
 
 
-def _import(name: str) -> Callable[..., Any] | None:
+def import_by_name(name: str) -> object | None:
+    """The object a ``module:qual.name`` names, imported; None when it cannot be found."""
     module_name, sep, attr_path = name.partition(":")
     if not sep or not module_name or not attr_path or "<" in attr_path:
         return None
@@ -152,6 +153,12 @@ def _import(name: str) -> Callable[..., Any] | None:
             obj = getattr(obj, part)
     except (ImportError, AttributeError):
         return None
+    found: object = obj
+    return found
+
+
+def _import(name: str) -> Callable[..., Any] | None:
+    obj = import_by_name(name)
     return obj if callable(obj) and not inspect.isclass(obj) else None
 
 

@@ -20,7 +20,6 @@ in call order. Each is reproducible on its own, and they never meet.
 from __future__ import annotations
 
 import copy
-import importlib
 import inspect
 import logging
 import random
@@ -32,6 +31,7 @@ import esper
 
 from components import Agent, Phase, StatusKind
 from runtime.errors import ConfigError
+from runtime.world.behaviors import import_by_name
 from runtime.world.context import PENDING, SystemContext
 from runtime.world.digest import agent_digest, combine
 from runtime.world.host_data import (
@@ -338,13 +338,5 @@ class HostECS:
 
 
 def _import_type(name: str) -> type | None:
-    module_name, sep, attr_path = name.partition(":")
-    if not sep or not module_name or not attr_path or "<" in attr_path:
-        return None
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr_path.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError):
-        return None
+    obj = import_by_name(name)
     return obj if inspect.isclass(obj) and is_dataclass(obj) and not is_builtin(obj) else None
