@@ -9,7 +9,6 @@ take the world's lock, so they see the state between two ticks, never half a tic
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import math
@@ -17,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
-from time import perf_counter
 from types import TracebackType
 from typing import Any
 
@@ -30,14 +28,13 @@ from runtime.hub import InteractionHub
 from runtime.lane.backend import BackendInfo, ToolBackend, describe_tool_backend, take_tool_executor
 from runtime.lane.tool_lane import ToolLane
 from runtime.models.base import Model
-from runtime.models.streaming import StreamHook, StreamHub
-from runtime.models.usage import Usage, UsageMeter
+from runtime.models.streaming import StreamHub
+from runtime.models.usage import UsageMeter
 from runtime.tools.registry import ToolRegistry
 from runtime.wake import Wake
-from runtime.world import sigint
 from runtime.world.actions import Behavior
 from runtime.world.behaviors import GLOBAL_BEHAVIORS, BehaviorRegistry
-from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
+from runtime.world.digest import hexdigest
 from runtime.world.effects import LiveEffects
 from runtime.world.host import HostECS
 from runtime.world.host_api import HostAPI, builtin_priority, host_id_counter, stage_name
@@ -53,11 +50,14 @@ from runtime.world.inputs import (
 )
 from runtime.world.lockstep import Lockstep
 from runtime.world.loop import REDRIVE_SECS, RunLoop
-from runtime.world.metrics import MetricsRecorder, WorldMetrics
-from runtime.world.probe import Probe, ProbeFanout, process_probes
+from runtime.world.metrics import MetricsRecorder
+from runtime.world.observing import Observing
+from runtime.world.probe import Probe, process_probes
 from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
-from runtime.world.state import AgentRecord, Effects, WorldState
+from runtime.world.state import Effects, WorldState
+from runtime.world.tick import ESPER_LOCK as _ESPER_LOCK
+from runtime.world.tick import TickMachine
 from runtime.world.timers import HostTimers
 from runtime.world.values import NotJSON, json_value
 
@@ -65,12 +65,10 @@ __all__ = ["REDRIVE_SECS", "TickReport", "World"]
 
 log = logging.getLogger("tickwork.world")
 
-# esper keeps module-global state: ticks of different worlds in one process take turns.
-_ESPER_LOCK = threading.RLock()
 _world_numbers = itertools.count(1)
 
 
-class World(RunLoop, HostAPI):
+class World(TickMachine, RunLoop, HostAPI, Observing):
     """A world of agents, advanced tick by tick. See the module docstring for threads.
 
     The run loops (``run_until_idle``, ``run``, ``start``, ``stop``) come from `RunLoop`;
@@ -308,15 +306,6 @@ class World(RunLoop, HostAPI):
         if self._lockstep is not None:
             self._lockstep.abandon(agent_id)  # its work is stale at whatever tick this lands
 
-    def on_stream(self, fn: StreamHook) -> None:
-        """Call ``fn(agent_id, delta_text)`` as each streamed model delta arrives.
-
-        ``fn`` runs on the lane thread that reads the stream: keep it quick and thread-safe.
-        Deltas are not inputs (only the final reply is), so a replay calls no hook. One
-        that raises is logged. ``world.streams.remove_hook(fn)`` stops the calls.
-        """
-        self.streams.add_hook(fn)
-
     def forget(self, agent_id: str) -> None:
         """Release a finished agent now: its entity, record, history and id.
 
@@ -357,87 +346,6 @@ class World(RunLoop, HostAPI):
         if not delay >= 0:
             raise ConfigError(f"`delay` must be >= 0, got {delay}")
         self.call_at(self.clock.now() + delay, fn)
-
-    def observe(self, fn: Callable[[TickReport, list[tuple[int, object]]], object]) -> None:
-        """Call ``fn(report, inputs)`` after every tick, on the tick thread.
-
-        ``inputs`` are the tick's applied inputs as ``(seq, input)`` pairs (commands, tool
-        and model outcomes, prompt events). Keep ``fn`` quick; one that raises is logged.
-        """
-        self._observers.append(fn)
-
-    def unobserve(self, fn: Callable[[TickReport, list[tuple[int, object]]], object]) -> bool:
-        """Stop calling ``fn`` after ticks; returns whether it was observing."""
-        try:
-            self._observers.remove(fn)
-        except ValueError:
-            return False
-        return True
-
-    def add_probe(self, probe: Probe) -> None:
-        """Attach ``probe`` to the tick thread's events (`runtime.world.probe`), from the next
-        live tick on. Replays call no probe."""
-        with self._lock:
-            self._probes.append(probe)
-            self._set_probe()
-
-    def remove_probe(self, probe: Probe) -> bool:
-        """Detach ``probe``; returns whether it was attached."""
-        with self._lock:
-            try:
-                self._probes.remove(probe)
-            except ValueError:
-                return False
-            self._set_probe()
-            return True
-
-    def probes(self) -> tuple[Probe, ...]:
-        """The attached probes, in the order they were attached."""
-        with self._lock:
-            return tuple(self._probes)
-
-    def _set_probe(self) -> None:
-        probes = self._probes
-        self._probe = (
-            None if not probes else probes[0] if len(probes) == 1 else ProbeFanout(tuple(probes))
-        )
-
-    def record_metrics(self) -> None:
-        """Start filling the histograms and token counts of ``metrics()`` (idempotent).
-
-        Off by default, so a world nobody watches pays nothing for them.
-        """
-        with self._lock:
-            if self._recorder is None:
-                self._recorder = MetricsRecorder()
-
-    def metrics(self) -> WorldMetrics:
-        """A snapshot of the world's figures between two ticks (see `WorldMetrics`).
-
-        Agents by status (O(agents)), lane counters and open prompts are read now; the
-        histograms and token counts are those recorded since ``record_metrics()``.
-        """
-        lanes = {lane.name: lane.stats() for lane in (self.lane, self.inference_lane)}
-        prompts_open = self.hub.stats().open
-        with self._lock:
-            agents = {kind.value: n for kind, n in self.counts().items()}
-            recorder = self._recorder
-            figures = recorder if recorder is not None else MetricsRecorder()
-            return figures.snapshot(
-                self._state.tick,
-                self._state.now,
-                agents=agents,
-                lanes=lanes,
-                prompts_open=prompts_open,
-                recording=recorder is not None,
-            )
-
-    def token_usage(self) -> dict[str, Usage]:
-        """Tokens in and out per model name, over the replies this world has received.
-
-        A report of the live run (a replay calls no model, so it meters nothing).
-        """
-        return self._usage.totals()
 
     def post(self, item: object) -> int:
         """Put a raw input into the inbox (an outcome, a prompt event); returns its seq.
@@ -534,215 +442,6 @@ class World(RunLoop, HostAPI):
         return describe_tool_backend(self.lane, self._tool_executor)
 
     # -- the tick ------------------------------------------------------------------------
-
-    def tick(self) -> TickReport:
-        """Run the pipeline once: apply inputs, step what can move, dispatch its work.
-
-        In lockstep it first waits for the lane work in flight (see ``lockstep``) and lets
-        what is due land in this tick.
-        Ctrl-C on the main thread during a tick is held until the tick is over (see
-        `runtime.world.sigint`): the tick finishes for every agent, then
-        ``KeyboardInterrupt`` is raised, leaving a whole world to tick on or close.
-
-        Raises:
-            WorldClosedError: the world is closed.
-            KeyboardInterrupt: Ctrl-C was pressed during the tick (main thread only).
-        """
-        self._check_open()
-        lockstep = self._lockstep
-        if lockstep is None:
-            now = None
-        else:  # waiting for lane work is interruptible: nothing of the tick has happened
-            lockstep.settle()
-            now = self.clock.now()
-            lockstep.release(now)
-        deferring = sigint.enter()
-        try:
-            return self._tick(self._inbox.drain(), now)
-        finally:
-            if deferring:
-                sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
-
-    def _hub_event(self, event: object) -> None:
-        # Lockstep's hub listener: a prompt event a lane job caused waits in its slot.
-        lockstep = self._lockstep
-        if lockstep is None or not lockstep.caused(event):
-            self._inbox.put(event)
-
-    def _tick_time(self) -> float:
-        return self._state.now
-
-    def _tick(
-        self,
-        inputs: list[tuple[int, object]],
-        now: float | None,
-        changed: list[tuple[str, dict[str, Any]]] | None = None,
-    ) -> TickReport:
-        with self._lock, _ESPER_LOCK, self._in_esper():
-            state = self._state
-            # Probes and metrics see live ticks only, never a replay's.
-            live = self._live
-            probe = state.probe = self._probe if live else None
-            recorder = self._recorder if live else None
-            watched = probe is not None or recorder is not None
-            started = perf_counter() if watched else 0.0
-            state.tick += 1
-            state.now = self.clock.now() if now is None else now
-            if self._timers:
-                self._timers.run_due(state.now)
-            state.inputs = inputs
-            state.changed_this_tick = len(inputs)
-            state.stepped = 0
-            if inputs and watched:
-                if recorder is not None:
-                    recorder.applied(inputs)
-                if probe is not None:
-                    probe.applied(inputs)
-            # Write-ahead: a journaled tick's lane jobs start once the tick is committed,
-            # so no job runs whose dispatch a resume would not find (LiveEffects.hold).
-            effects = state.effects
-            holding = effects if self._journal is not None else None
-            if not isinstance(holding, LiveEffects):
-                holding = None
-            if holding is not None:
-                holding.hold()
-            try:
-                esper.process(state)
-                state.inputs = []
-                self._note_new_agents()  # before releases: an agent may end where it began
-                digest = self._record(inputs, changed)
-            finally:
-                if holding is not None:  # even if the tick failed: nobody waits for ever
-                    holding.release()
-            report = TickReport(
-                state.tick,
-                state.now,
-                len(inputs),
-                state.stepped,
-                state.changed_this_tick,
-                digest,
-                self._host.take_errors(),
-            )
-            if watched:
-                seconds = perf_counter() - started
-                if recorder is not None:
-                    recorder.ticked(seconds)
-                if probe is not None:
-                    probe.ticked(report, seconds)
-            for observer in self._observers:
-                try:
-                    observer(report, inputs)
-                except BaseException as exc:  # host code: never the end of the tick thread
-                    if isinstance(exc, KeyboardInterrupt):
-                        sigint.note_keyboard_interrupt()
-                    log.exception("tick observer %r raised", observer)
-            return report
-
-    def _record(
-        self, inputs: list[tuple[int, object]], changed: list[tuple[str, dict[str, Any]]] | None
-    ) -> str | None:
-        """Fold the tick's changes into the digest, release the finished agents due to go,
-        and write the tick to the journal; returns the digest when the world tracks one."""
-        state = self._state
-        release = state.to_forget or (
-            state.keep_finished is not None and len(state.finished) > state.keep_finished
-        )
-        if not self._track_digests:
-            if release:
-                self._release_finished()
-            return None
-        if changed is None and self._journal is not None:
-            changed = []
-        self._fold_dirty(changed)  # a released agent's last fields are recorded
-        if release:
-            self._release_finished()
-        digest = hexdigest(self._digest_total)
-        if self._journal is not None:
-            assert changed is not None
-            self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
-        return digest
-
-    def _release_finished(self) -> None:
-        # O(agents released): what `forget` asked for, then the oldest beyond the bound.
-        state = self._state
-        for rec in state.to_forget:
-            if state.records.get(rec.id) is rec:
-                self._release(rec)
-        state.to_forget.clear()
-        keep = state.keep_finished
-        if keep is None:
-            return
-        finished = state.finished
-        while len(finished) > keep:
-            rec = finished.popleft()
-            if state.records.get(rec.id) is rec:  # else forgotten already
-                self._release(rec)
-
-    def _release(self, rec: AgentRecord) -> None:
-        """Drop a finished agent entirely: entity, record, digest share, id (tick lock held)."""
-        state = self._state
-        del state.records[rec.id]
-        state.dirty.pop(rec.ordinal, None)
-        state.prompt_changed.pop(rec.ordinal, None)
-        self._digest_total = combine(self._digest_total, rec.digest, 0)
-        if rec.prompts:  # none are left once settled; never leave one orphaned
-            state.effects.cancel_prompts_of(rec.id)
-        esper.delete_entity(rec.entity)
-        self._host.release_agent(rec.entity)
-        with self._ids_lock:
-            self._known.pop(rec.id, None)
-        state.changed_this_tick += 1
-
-    def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
-        state = self._state
-        self._host.mark_seen()  # host components host code may have changed in place
-        if not state.dirty and not self._host.dirty:
-            return
-        total = self._digest_total
-        for ordinal in sorted(state.dirty):
-            rec = state.dirty[ordinal]
-            fields = agent_fields(rec)
-            new = agent_digest(fields)
-            if new == rec.digest:
-                continue  # looked at again, unchanged: nothing to fold or journal
-            total = combine(total, rec.digest, new)
-            rec.digest = new
-            if changed is not None:
-                changed.append((rec.id, fields))
-        state.dirty.clear()
-        if self._host.dirty:
-            total = self._host.fold(total, changed)
-        self._digest_total = total
-
-    def _note_new_agents(self) -> None:
-        # O(agents created this tick): children spawned on the tick thread become known
-        # ids for the thread-safe commands (host spawns are known from the call).
-        created = self._state.created
-        if not created:
-            return
-        with self._ids_lock:
-            for agent_id in created:
-                self._known.setdefault(agent_id, None)
-        created.clear()
-
-    @contextlib.contextmanager
-    def _ticking(self) -> Iterator[None]:
-        # What a tick holds: for changes to the pipeline between ticks.
-        with self._lock, _ESPER_LOCK, self._in_esper():
-            yield
-
-    @contextlib.contextmanager
-    def _in_esper(self) -> Iterator[None]:
-        # Switch to this world's esper context for the block and back again, so a host
-        # using esper's default world in the same process is not disturbed.
-        previous = esper.current_world
-        if previous != self._name:
-            esper.switch_world(self._name)
-        try:
-            yield
-        finally:
-            if previous != self._name:
-                esper.switch_world(previous)
 
     def _live_effects(self) -> LiveEffects:
         return LiveEffects(

@@ -1,0 +1,275 @@
+"""The tick: one pass of the systems pipeline over a world, and what it records.
+
+`TickMachine` is mixed into `World` (as `RunLoop` is), so that the world class reads as its
+API and this module as what happens inside ``tick()``: lockstep's wait for lane work, the
+inputs applied, the pipeline run under the world's lock and the esper lock, the digest
+folded, finished agents released, the tick journaled (its lane jobs held until then), and
+the report handed to probes and observers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from time import perf_counter
+from typing import Any
+
+import esper
+
+from runtime.clock import Clock
+from runtime.world import sigint
+from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
+from runtime.world.effects import LiveEffects
+from runtime.world.host import HostECS
+from runtime.world.inputs import Inbox
+from runtime.world.lockstep import Lockstep
+from runtime.world.metrics import MetricsRecorder
+from runtime.world.probe import Probe
+from runtime.world.recorder import Recorder
+from runtime.world.report import TickReport
+from runtime.world.state import AgentRecord, WorldState
+from runtime.world.timers import HostTimers
+
+__all__ = ["ESPER_LOCK", "TickMachine"]
+
+log = logging.getLogger("tickwork.world")
+
+ESPER_LOCK = threading.RLock()
+"""esper keeps module-global state: ticks of different worlds in one process take turns."""
+
+
+class TickMachine:
+    """The tick of a `World` (mixed into it). The world provides the attributes declared
+    here; see `World.__init__` for what each holds."""
+
+    clock: Clock
+    _state: WorldState
+    _host: HostECS
+    _inbox: Inbox
+    _lockstep: Lockstep | None
+    _lock: threading.RLock
+    _ids_lock: threading.Lock
+    _known: dict[str, None]
+    _timers: HostTimers
+    _observers: list[Callable[[TickReport, list[tuple[int, object]]], object]]
+    _probe: Probe | None
+    _recorder: MetricsRecorder | None
+    _journal: Recorder | None
+    _track_digests: bool
+    _digest_total: int
+    _live: bool
+    _name: str
+
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def tick(self) -> TickReport:
+        """Run the pipeline once: apply inputs, step what can move, dispatch its work.
+
+        In lockstep it first waits for the lane work in flight (see ``lockstep``) and lets
+        what is due land in this tick.
+        Ctrl-C on the main thread during a tick is held until the tick is over (see
+        `runtime.world.sigint`): the tick finishes for every agent, then
+        ``KeyboardInterrupt`` is raised, leaving a whole world to tick on or close.
+
+        Raises:
+            WorldClosedError: the world is closed.
+            KeyboardInterrupt: Ctrl-C was pressed during the tick (main thread only).
+        """
+        self._check_open()
+        lockstep = self._lockstep
+        if lockstep is None:
+            now = None
+        else:  # waiting for lane work is interruptible: nothing of the tick has happened
+            lockstep.settle()
+            now = self.clock.now()
+            lockstep.release(now)
+        deferring = sigint.enter()
+        try:
+            return self._tick(self._inbox.drain(), now)
+        finally:
+            if deferring:
+                sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
+
+    def _hub_event(self, event: object) -> None:
+        # Lockstep's hub listener: a prompt event a lane job caused waits in its slot.
+        lockstep = self._lockstep
+        if lockstep is None or not lockstep.caused(event):
+            self._inbox.put(event)
+
+    def _tick_time(self) -> float:
+        return self._state.now
+
+    def _tick(
+        self,
+        inputs: list[tuple[int, object]],
+        now: float | None,
+        changed: list[tuple[str, dict[str, Any]]] | None = None,
+    ) -> TickReport:
+        with self._lock, ESPER_LOCK, self._in_esper():
+            state = self._state
+            # Probes and metrics see live ticks only, never a replay's.
+            live = self._live
+            probe = state.probe = self._probe if live else None
+            recorder = self._recorder if live else None
+            watched = probe is not None or recorder is not None
+            started = perf_counter() if watched else 0.0
+            state.tick += 1
+            state.now = self.clock.now() if now is None else now
+            if self._timers:
+                self._timers.run_due(state.now)
+            state.inputs = inputs
+            state.changed_this_tick = len(inputs)
+            state.stepped = 0
+            if inputs and watched:
+                if recorder is not None:
+                    recorder.applied(inputs)
+                if probe is not None:
+                    probe.applied(inputs)
+            # Write-ahead: a journaled tick's lane jobs start once the tick is committed,
+            # so no job runs whose dispatch a resume would not find (LiveEffects.hold).
+            effects = state.effects
+            holding = effects if self._journal is not None else None
+            if not isinstance(holding, LiveEffects):
+                holding = None
+            if holding is not None:
+                holding.hold()
+            try:
+                esper.process(state)
+                state.inputs = []
+                self._note_new_agents()  # before releases: an agent may end where it began
+                digest = self._record(inputs, changed)
+            finally:
+                if holding is not None:  # even if the tick failed: nobody waits for ever
+                    holding.release()
+            report = TickReport(
+                state.tick,
+                state.now,
+                len(inputs),
+                state.stepped,
+                state.changed_this_tick,
+                digest,
+                self._host.take_errors(),
+            )
+            if watched:
+                seconds = perf_counter() - started
+                if recorder is not None:
+                    recorder.ticked(seconds)
+                if probe is not None:
+                    probe.ticked(report, seconds)
+            for observer in self._observers:
+                try:
+                    observer(report, inputs)
+                except BaseException as exc:  # host code: never the end of the tick thread
+                    if isinstance(exc, KeyboardInterrupt):
+                        sigint.note_keyboard_interrupt()
+                    log.exception("tick observer %r raised", observer)
+            return report
+
+    def _record(
+        self, inputs: list[tuple[int, object]], changed: list[tuple[str, dict[str, Any]]] | None
+    ) -> str | None:
+        """Fold the tick's changes into the digest, release the finished agents due to go,
+        and write the tick to the journal; returns the digest when the world tracks one."""
+        state = self._state
+        release = state.to_forget or (
+            state.keep_finished is not None and len(state.finished) > state.keep_finished
+        )
+        if not self._track_digests:
+            if release:
+                self._release_finished()
+            return None
+        if changed is None and self._journal is not None:
+            changed = []
+        self._fold_dirty(changed)  # a released agent's last fields are recorded
+        if release:
+            self._release_finished()
+        digest = hexdigest(self._digest_total)
+        if self._journal is not None:
+            assert changed is not None
+            self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
+        return digest
+
+    def _release_finished(self) -> None:
+        # O(agents released): what `forget` asked for, then the oldest beyond the bound.
+        state = self._state
+        for rec in state.to_forget:
+            if state.records.get(rec.id) is rec:
+                self._release(rec)
+        state.to_forget.clear()
+        keep = state.keep_finished
+        if keep is None:
+            return
+        finished = state.finished
+        while len(finished) > keep:
+            rec = finished.popleft()
+            if state.records.get(rec.id) is rec:  # else forgotten already
+                self._release(rec)
+
+    def _release(self, rec: AgentRecord) -> None:
+        """Drop a finished agent entirely: entity, record, digest share, id (tick lock held)."""
+        state = self._state
+        del state.records[rec.id]
+        state.dirty.pop(rec.ordinal, None)
+        state.prompt_changed.pop(rec.ordinal, None)
+        self._digest_total = combine(self._digest_total, rec.digest, 0)
+        if rec.prompts:  # none are left once settled; never leave one orphaned
+            state.effects.cancel_prompts_of(rec.id)
+        esper.delete_entity(rec.entity)
+        self._host.release_agent(rec.entity)
+        with self._ids_lock:
+            self._known.pop(rec.id, None)
+        state.changed_this_tick += 1
+
+    def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
+        state = self._state
+        self._host.mark_seen()  # host components host code may have changed in place
+        if not state.dirty and not self._host.dirty:
+            return
+        total = self._digest_total
+        for ordinal in sorted(state.dirty):
+            rec = state.dirty[ordinal]
+            fields = agent_fields(rec)
+            new = agent_digest(fields)
+            if new == rec.digest:
+                continue  # looked at again, unchanged: nothing to fold or journal
+            total = combine(total, rec.digest, new)
+            rec.digest = new
+            if changed is not None:
+                changed.append((rec.id, fields))
+        state.dirty.clear()
+        if self._host.dirty:
+            total = self._host.fold(total, changed)
+        self._digest_total = total
+
+    def _note_new_agents(self) -> None:
+        # O(agents created this tick): children spawned on the tick thread become known
+        # ids for the thread-safe commands (host spawns are known from the call).
+        created = self._state.created
+        if not created:
+            return
+        with self._ids_lock:
+            for agent_id in created:
+                self._known.setdefault(agent_id, None)
+        created.clear()
+
+    @contextlib.contextmanager
+    def _ticking(self) -> Iterator[None]:
+        # What a tick holds: for changes to the pipeline between ticks.
+        with self._lock, ESPER_LOCK, self._in_esper():
+            yield
+
+    @contextlib.contextmanager
+    def _in_esper(self) -> Iterator[None]:
+        # Switch to this world's esper context for the block and back again, so a host
+        # using esper's default world in the same process is not disturbed.
+        previous = esper.current_world
+        if previous != self._name:
+            esper.switch_world(self._name)
+        try:
+            yield
+        finally:
+            if previous != self._name:
+                esper.switch_world(previous)
