@@ -76,6 +76,12 @@ class RunLoop:
     def _can_move(self) -> bool:
         raise NotImplementedError
 
+    def _sleepers_only(self) -> bool:
+        raise NotImplementedError
+
+    def _skip_sleeps(self, budget: int) -> tuple[int, bool]:
+        raise NotImplementedError
+
     def run_until_idle(
         self, max_ticks: int = 1_000_000, *, timeout: float | None = None, skip_time: bool = True
     ) -> int:
@@ -106,6 +112,11 @@ class RunLoop:
             ticks += 1
             if report.changed or self._can_move():
                 continue
+            if skip_time and self._sleepers_only():
+                ran, moving = self._skip_sleeps(max_ticks - ticks)
+                ticks += ran
+                if moving or self._can_move():
+                    continue
             wait = self._idle_wait(skip_time=skip_time, stop_on_prompts=True)
             if wait is None:
                 return ticks

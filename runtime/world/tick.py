@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 from collections.abc import Callable, Iterator
 from time import perf_counter
@@ -18,7 +19,8 @@ from typing import Any
 
 import esper
 
-from runtime.clock import Clock
+from runtime.clock import Clock, ManualClock
+from runtime.hub import InteractionHub
 from runtime.world import sigint
 from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
 from runtime.world.effects import LiveEffects
@@ -45,6 +47,7 @@ class TickMachine:
     here; see `World.__init__` for what each holds."""
 
     clock: Clock
+    hub: InteractionHub
     _state: WorldState
     _host: HostECS
     _inbox: Inbox
@@ -61,6 +64,8 @@ class TickMachine:
     _digest_total: int
     _live: bool
     _name: str
+    _pipeline: list[Any]  # the built-in systems, in order (host systems are esper's)
+    _stages: list[str]
 
     def _check_open(self) -> None:
         raise NotImplementedError
@@ -92,6 +97,123 @@ class TickMachine:
         finally:
             if deferring:
                 sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
+
+    def _sleepers_only(self) -> bool:
+        """Whether, at a fixed point, the next ticks can only wake sleepers, in a world that
+        nobody watches tick by tick: the condition for ``_skip_sleeps``."""
+        return (
+            self._journal is None
+            and not self._track_digests
+            and not self._observers
+            and self._probe is None
+            and self._recorder is None
+            and not self._host.systems
+            and not self._timers
+            and not self._state.lane_waiting
+            and isinstance(self.clock, ManualClock)
+        )
+
+    def _sleepers_limit(self, now: float) -> float | None:
+        """The time ``_skip_sleeps`` must stop before (a prompt's or a lockstep job's
+        deadline, or infinity), or None when lockstep has work to land now."""
+        limit = self.hub.next_deadline()
+        lockstep = self._lockstep
+        if lockstep is not None:
+            if lockstep.can_move(now):
+                return None
+            due = lockstep.next_due()
+            if due is not None and (limit is None or due < limit):
+                limit = due
+        return math.inf if limit is None else limit
+
+    def _skip_sleeps(self, budget: int) -> tuple[int, bool]:  # noqa: PLR0915 - a hot loop
+        """Run the ticks a time-skipping loop would run while only sleepers can move,
+        calling only the systems that have work; returns ``(ticks run, moving)``.
+
+        Called at a fixed point when ``_sleepers_only()``. Time jumps to each sleeper's
+        deadline as ``run_until_idle`` would make it, and every tick the loop would run
+        runs, with its number and time: the wake-up, what it leads to (an agent that ends
+        is aborted the tick after, a parent joining it steps), then the quiet tick that
+        ends every burst. Those ticks have no input, timer, host system, lane work, prompt
+        due, observer, journal or digest, so the systems with nothing to do are skipped
+        instead of called, and no report is made: the results, tick numbers and times are
+        the whole pipeline's, at a few microseconds a wake-up instead of two full ticks.
+
+        A tick that dispatches work runs the rest of the pipeline and the loop stops with
+        ``moving`` True (the caller ticks on, as it would after that tick). It also stops,
+        at a fixed point and with ``moving`` False, before ``budget`` would be passed,
+        before a prompt or lockstep deadline, when an input or a timer arrives (another
+        thread's command) or when a Ctrl-C lands.
+        """
+        state = self._state
+        clock = self.clock
+        assert isinstance(clock, ManualClock)
+        limit = self._sleepers_limit(clock.now())
+        if limit is None:
+            return 0, False
+        systems = dict(zip(self._stages, self._pipeline, strict=True))
+        abort = systems["abort_terminal"].process
+        interrupts = systems["handle_interrupts"].process
+        step = systems["step_behaviors"].process
+        reflect = systems["reflect_status"].process
+        after_step = self._pipeline[self._stages.index("step_behaviors") + 1 :]
+        inbox, timers, next_timer = self._inbox, self._timers, state.next_timer
+        finished, keep = state.finished, state.keep_finished
+        ran = 0
+        moving = False  # whether the last tick changed something: the next runs at once
+        deferring = sigint.enter()
+        try:
+            with self._lock, ESPER_LOCK, self._in_esper():
+                while ran < budget:
+                    if len(inbox) or timers or (deferring and sigint.pending()):
+                        break
+                    now = clock.now()
+                    if not moving:
+                        deadline = next_timer()
+                        if deadline is None or deadline >= limit or deadline == math.inf:
+                            break
+                        if deadline > now:
+                            now = clock.set(deadline)
+                    state.tick += 1
+                    state.now = now
+                    state.changed_this_tick = state.stepped = 0
+                    ran += 1
+                    if state.to_abort:
+                        abort(state)
+                    if state.to_interrupt:
+                        interrupts(state)
+                    step(state)
+                    if state.to_dispatch:  # work goes out: the rest is the whole pipeline's
+                        for system in after_step:
+                            system.process(state)
+                        self._note_new_agents()
+                        self._record([], None)
+                        return ran, True
+                    if state.prompt_changed:
+                        reflect(state)
+                    # The tail of a tick that tracks no digest (see `_record`).
+                    if state.created:
+                        self._note_new_agents()
+                    if state.to_forget or (keep is not None and len(finished) > keep):
+                        self._release_finished()
+                    moving = bool(state.changed_this_tick or state.ready)
+                    if (
+                        moving
+                        and ran < budget
+                        and not (state.ready or state.to_abort or state.to_interrupt)
+                        and not (state.sleepers and state.sleepers[0] <= now)
+                        and not len(inbox)
+                        and not timers
+                    ):
+                        # The next tick is the quiet one: nothing is queued for any system.
+                        state.tick += 1
+                        state.changed_this_tick = state.stepped = 0
+                        ran += 1
+                        moving = False
+        finally:
+            if deferring:
+                sigint.leave()
+        return ran, moving
 
     def _hub_event(self, event: object) -> None:
         # Lockstep's hub listener: a prompt event a lane job caused waits in its slot.

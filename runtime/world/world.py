@@ -211,6 +211,7 @@ class World(TickMachine, RunLoop, HostAPI, Observing):
             )
             for index, system in enumerate(pipeline):
                 esper.add_processor(system, builtin_priority(index, len(pipeline)))
+        self._pipeline = pipeline
         return [stage_name(system) for system in pipeline]
 
     # -- thread-safe commands: they only enqueue an input and nudge the wake ------------

@@ -1,0 +1,157 @@
+"""The tick: the sleepers' fast path gives exactly what the whole pipeline gives.
+
+``run_until_idle`` on a virtual clock, in a world nobody watches tick by tick, runs the
+ticks in which only sleepers can move without walking the pipeline for each
+(``TickMachine._skip_sleeps``). Observing a world turns that path off (an observer must see
+every tick's report), so every test here runs the same population twice, watched and
+unwatched, and asks for the same ticks, times, statuses, results and digest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from components import InteractionRequest, StatusKind
+from runtime import Ask, Join, ManualClock, Sleep, Spawn, TickLimitError, World
+
+# A program is a list of steps an agent takes; a step is one of:
+#   ("sleep", seconds) | ("spawn", program) | ("join",) | ("ask",) | ("send",)
+#   | ("rng",) | ("raise",)
+SECONDS = st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.0, 2.0, 1e-300, 3.7, float("inf")])
+
+
+def _programs(depth: int) -> st.SearchStrategy[list[tuple[Any, ...]]]:
+    leaf = st.one_of(
+        st.tuples(st.just("sleep"), SECONDS),
+        st.tuples(st.just("sleep"), st.floats(0.001, 5.0)),
+        st.tuples(st.just("ask")),
+        st.tuples(st.just("send")),
+        st.tuples(st.just("rng")),
+        st.tuples(st.just("raise")),
+    )
+    if depth:
+        leaf = st.one_of(
+            leaf, st.tuples(st.just("spawn"), _programs(depth - 1)), st.just(("join",))
+        )
+    return st.lists(leaf, max_size=6)
+
+
+_CTX: dict[str, Any] = {}  # the world being run, for the "send" step
+
+
+def scripted(turn: Any) -> Generator[Any, Any, Any]:
+    """Run the program in ``turn.message``; the result collects what each step gave."""
+    program = turn.message
+    children: list[str] = []
+    seen: list[Any] = []
+    for index, step in enumerate(program):
+        kind = step[0]
+        if kind == "sleep":
+            if step[1] == float("inf"):
+                continue  # would never end: the test wants runs that finish
+            yield Sleep(step[1])
+        elif kind == "spawn":
+            children.append((yield Spawn("scripted", step[1])))
+        elif kind == "join" and children:
+            yield Join(*children)
+        elif kind == "ask":
+            response = yield Ask(
+                InteractionRequest.free_text(f"{turn.agent_id}.q{index}", "anyone?")
+            )
+            seen.append(response.value)
+        elif kind == "send":
+            # A thread-safe command from inside a batch of ticks: an input, next tick
+            # (the first agent takes it as its next turn's message, or has ended).
+            _CTX["world"].send("a1", [])
+        elif kind == "rng":
+            seen.append(turn.rng.random())
+        elif kind == "raise":
+            raise RuntimeError("planned failure")
+    return seen
+
+
+def _run(
+    programs: list[list[tuple[Any, ...]]], *, watched: bool, keep_finished: int | None = None
+) -> dict[str, Any]:
+    world = World(
+        clock=ManualClock(),
+        interaction_timeout_secs=1.5,
+        keep_finished=keep_finished,
+    )
+    world.behaviors.register("scripted", scripted)
+    _CTX["world"] = world
+    try:
+        if watched:
+            world.observe(lambda report, inputs: None)
+        ids = [world.spawn("scripted", program) for program in programs]
+        ticks = world.run_until_idle(max_ticks=100_000)
+        agents = {}
+        for agent_id in ids:
+            try:
+                status = world.status(agent_id)
+            except Exception:  # released (keep_finished)
+                continue
+            agents[agent_id] = (status.kind, status.message, world.result(agent_id))
+        return {
+            "ticks": ticks,
+            "tick_count": world.tick_count,
+            "now": world.now,
+            "agents": agents,
+            "digest": world.digest(),
+        }
+    finally:
+        world.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_programs(2), min_size=1, max_size=8), st.sampled_from([None, 2]))
+def test_the_fast_path_gives_what_the_pipeline_gives(
+    programs: list[list[tuple[Any, ...]]], keep_finished: int | None
+) -> None:
+    fast = _run(programs, watched=False, keep_finished=keep_finished)
+    whole = _run(programs, watched=True, keep_finished=keep_finished)
+    assert fast == whole
+
+
+def _sleeper(turn: Any) -> Generator[Any, Any, None]:
+    for seconds in turn.message:
+        yield Sleep(seconds)
+
+
+def test_ties_ends_and_zero_sleeps_count_the_same_ticks() -> None:
+    programs = [
+        [("sleep", 1.0), ("sleep", 1.0)],
+        [("sleep", 1.0), ("sleep", 0.0), ("sleep", 1.0)],
+        [("sleep", 0.5), ("spawn", [("sleep", 2.0)]), ("join",)],
+        [("sleep", 2.5), ("raise",)],
+    ]
+    fast = _run(programs, watched=False)
+    assert fast == _run(programs, watched=True)
+    assert fast["now"] == 2.5
+    kinds = [kind for kind, _message, _result in fast["agents"].values()]
+    assert kinds == [StatusKind.COMPLETE] * 3 + [StatusKind.ERROR]
+
+
+def test_a_prompt_deadline_stops_the_fast_path_in_time() -> None:
+    # The prompt expires at 1.5 s, between the sleepers' deadlines: it must expire then,
+    # and the asker resume at 1.5 s, not when the next sleeper wakes.
+    programs = [[("ask",), ("sleep", 0.25)], [("sleep", 1.0), ("sleep", 1.0), ("sleep", 1.0)]]
+    fast = _run(programs, watched=False)
+    assert fast == _run(programs, watched=True)
+    assert fast["agents"]["a1"][2] == [""]  # the neutral response of an expired prompt
+
+
+def test_max_ticks_is_honoured_inside_the_fast_path() -> None:
+    world = World(clock=ManualClock())
+    try:
+        world.spawn(_sleeper, [1.0] * 50)
+        with pytest.raises(TickLimitError, match="max_ticks"):
+            world.run_until_idle(max_ticks=30)
+        assert world.tick_count == 30
+    finally:
+        world.close()
