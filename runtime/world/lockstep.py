@@ -224,6 +224,8 @@ class Lockstep:
 
     def settle(self, timeout: float | None = None) -> bool:
         """Wait until no tracked job is running; False if ``timeout`` passed first."""
+        if not self._running and not self._fresh:
+            return True  # the idle tick: nothing dispatched, nothing running (GIL-atomic reads)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
@@ -248,10 +250,11 @@ class Lockstep:
 
         Call after ``settle``. Returns how many inputs were put.
         """
+        heap = self._due
+        if not (self._evented or self._dropped or self._held or (heap and heap[0][0] <= now)):
+            return 0  # the common idle tick: nothing to release (read without the lock:
+            # what a lane thread adds meanwhile is released by the next tick, as before)
         with self._cond:
-            heap = self._due
-            if not (self._evented or self._dropped or self._held or (heap and heap[0][0] <= now)):
-                return 0  # the common idle tick: nothing to release
             items: list[object] = []
             if self._evented:
                 for seq in sorted(self._evented):
