@@ -76,10 +76,10 @@ class RunLoop:
     def _can_move(self) -> bool:
         raise NotImplementedError
 
-    def _sleepers_only(self) -> bool:
+    def _unwatched(self) -> bool:
         raise NotImplementedError
 
-    def _skip_sleeps(self, budget: int) -> tuple[int, bool]:
+    def _skip_ahead(self, budget: int) -> tuple[int, bool]:
         raise NotImplementedError
 
     def run_until_idle(
@@ -112,8 +112,8 @@ class RunLoop:
             ticks += 1
             if report.changed or self._can_move():
                 continue
-            if skip_time and self._sleepers_only():
-                ran, moving = self._skip_sleeps(max_ticks - ticks)
+            if skip_time and self._unwatched():
+                ran, moving = self._skip_ahead(max_ticks - ticks)
                 ticks += ran
                 if moving or self._can_move():
                     continue

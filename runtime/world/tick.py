@@ -98,23 +98,21 @@ class TickMachine:
             if deferring:
                 sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
 
-    def _sleepers_only(self) -> bool:
-        """Whether, at a fixed point, the next ticks can only wake sleepers, in a world that
-        nobody watches tick by tick: the condition for ``_skip_sleeps``."""
+    def _unwatched(self) -> bool:
+        """Whether nobody watches this world tick by tick and it waits on no lane work:
+        the condition for ``_skip_ahead`` (with a ``ManualClock``)."""
         return (
             self._journal is None
             and not self._track_digests
             and not self._observers
             and self._probe is None
             and self._recorder is None
-            and not self._host.systems
-            and not self._timers
             and not self._state.lane_waiting
             and isinstance(self.clock, ManualClock)
         )
 
-    def _sleepers_limit(self, now: float) -> float | None:
-        """The time ``_skip_sleeps`` must stop before (a prompt's or a lockstep job's
+    def _skip_limit(self, now: float) -> float | None:
+        """The time ``_skip_ahead`` must stop before (a prompt's or a lockstep job's
         deadline, or infinity), or None when lockstep has work to land now."""
         limit = self.hub.next_deadline()
         lockstep = self._lockstep
@@ -126,37 +124,50 @@ class TickMachine:
                 limit = due
         return math.inf if limit is None else limit
 
-    def _skip_sleeps(self, budget: int) -> tuple[int, bool]:  # noqa: PLR0915 - a hot loop
-        """Run the ticks a time-skipping loop would run while only sleepers can move,
-        calling only the systems that have work; returns ``(ticks run, moving)``.
+    def _lean_pipeline(self) -> list[Any]:
+        """The systems a tick without inputs, outcomes, prompts due or lane work can need,
+        in pipeline order, host systems in their places: every system but applying inputs,
+        expiring prompts, collecting outcomes and mirroring the lanes."""
+        skipped = {"apply_inputs", "expire_prompts", "collect_outcomes", "mirror_lane_stats"}
+        hosted = self._host.systems
+        order: list[Any] = []
+        for gap in range(len(self._stages) + 1):
+            order.extend(system for at, system in hosted if at == gap)
+            if gap < len(self._stages) and self._stages[gap] not in skipped:
+                order.append(self._pipeline[gap])
+        return order
 
-        Called at a fixed point when ``_sleepers_only()``. Time jumps to each sleeper's
-        deadline as ``run_until_idle`` would make it, and every tick the loop would run
-        runs, with its number and time: the wake-up, what it leads to (an agent that ends
-        is aborted the tick after, a parent joining it steps), then the quiet tick that
-        ends every burst. Those ticks have no input, timer, host system, lane work, prompt
-        due, observer, journal or digest, so the systems with nothing to do are skipped
-        instead of called, and no report is made: the results, tick numbers and times are
-        the whole pipeline's, at a few microseconds a wake-up instead of two full ticks.
+    def _skip_ahead(self, budget: int) -> tuple[int, bool]:  # noqa: PLR0915 - a hot loop
+        """Run the ticks a time-skipping loop would run while no input, outcome or lane
+        work can arrive, without walking the whole pipeline; returns ``(ticks, moving)``.
 
-        A tick that dispatches work runs the rest of the pipeline and the loop stops with
-        ``moving`` True (the caller ticks on, as it would after that tick). It also stops,
-        at a fixed point and with ``moving`` False, before ``budget`` would be passed,
-        before a prompt or lockstep deadline, when an input or a timer arrives (another
-        thread's command) or when a Ctrl-C lands.
+        Called at a fixed point when ``_unwatched()``. Time jumps to each deadline (a
+        sleeper's, a host timer's) as ``run_until_idle`` would make it, and every tick the
+        loop would run runs, with its number and time: the wake-up, what follows from it
+        (an end, its abort the tick after, a joining parent, host systems and actions), and
+        the quiet tick that ends every burst. No input, outcome or prompt expiry can come
+        in such a tick, nor any lane to mirror, so those systems are skipped; nobody
+        watches, so no report is made. The results, tick numbers and times are the whole
+        pipeline's, at a few microseconds a wake-up instead of two full ticks.
+
+        A tick that sends work to a lane mirrors the lanes and ends the loop with
+        ``moving`` True (the caller ticks on, as after any tick that changed something). It
+        also stops before ``budget`` would be passed, before a prompt or lockstep
+        deadline, and when an input arrives (a command, a prompt event) or a Ctrl-C lands;
+        ``moving`` then says whether the last tick changed something.
         """
         state = self._state
         clock = self.clock
         assert isinstance(clock, ManualClock)
-        limit = self._sleepers_limit(clock.now())
+        limit = self._skip_limit(clock.now())
         if limit is None:
             return 0, False
-        systems = dict(zip(self._stages, self._pipeline, strict=True))
-        abort = systems["abort_terminal"].process
-        interrupts = systems["handle_interrupts"].process
-        step = systems["step_behaviors"].process
-        reflect = systems["reflect_status"].process
-        after_step = self._pipeline[self._stages.index("step_behaviors") + 1 :]
+        systems = self._lean_pipeline()
+        mirror = self._pipeline[self._stages.index("mirror_lane_stats")]
+        # Without host systems a tick with nothing queued is known to change nothing.
+        can_be_quiet = not self._host.systems
+        host = self._host
+        lockstep = self._lockstep
         inbox, timers, next_timer = self._inbox, self._timers, state.next_timer
         finished, keep = state.finished, state.keep_finished
         ran = 0
@@ -165,11 +176,15 @@ class TickMachine:
         try:
             with self._lock, ESPER_LOCK, self._in_esper():
                 while ran < budget:
-                    if len(inbox) or timers or (deferring and sigint.pending()):
+                    if len(inbox) or (deferring and sigint.pending()):
                         break
                     now = clock.now()
                     if not moving:
                         deadline = next_timer()
+                        if timers:
+                            due = timers.next_due()
+                            if due is not None and (deadline is None or due < deadline):
+                                deadline = due
                         if deadline is None or deadline >= limit or deadline == math.inf:
                             break
                         if deadline > now:
@@ -178,27 +193,23 @@ class TickMachine:
                     state.now = now
                     state.changed_this_tick = state.stepped = 0
                     ran += 1
-                    if state.to_abort:
-                        abort(state)
-                    if state.to_interrupt:
-                        interrupts(state)
-                    step(state)
-                    if state.to_dispatch:  # work goes out: the rest is the whole pipeline's
-                        for system in after_step:
-                            system.process(state)
-                        self._note_new_agents()
-                        self._record([], None)
-                        return ran, True
-                    if state.prompt_changed:
-                        reflect(state)
+                    if timers:
+                        timers.run_due(now)
+                    for system in systems:
+                        system.process(state)
                     # The tail of a tick that tracks no digest (see `_record`).
                     if state.created:
                         self._note_new_agents()
                     if state.to_forget or (keep is not None and len(finished) > keep):
                         self._release_finished()
+                    host.take_errors()  # a report's; logged when they were raised
+                    if state.lane_waiting or (lockstep is not None and lockstep.can_move(now)):
+                        mirror.process(state)  # work went out: the lanes changed
+                        return ran, True
                     moving = bool(state.changed_this_tick or state.ready)
                     if (
                         moving
+                        and can_be_quiet
                         and ran < budget
                         and not (state.ready or state.to_abort or state.to_interrupt)
                         and not (state.sleepers and state.sleepers[0] <= now)

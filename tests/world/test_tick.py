@@ -2,7 +2,7 @@
 
 ``run_until_idle`` on a virtual clock, in a world nobody watches tick by tick, runs the
 ticks in which only sleepers can move without walking the pipeline for each
-(``TickMachine._skip_sleeps``). Observing a world turns that path off (an observer must see
+(``TickMachine._skip_ahead``). Observing a world turns that path off (an observer must see
 every tick's report), so every test here runs the same population twice, watched and
 unwatched, and asks for the same ticks, times, statuses, results and digest.
 """
@@ -10,6 +10,7 @@ unwatched, and asks for the same ticks, times, statuses, results and digest.
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -17,7 +18,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from components import InteractionRequest, StatusKind
-from runtime import Ask, Join, ManualClock, Sleep, Spawn, TickLimitError, World
+from runtime import (
+    PENDING,
+    Ask,
+    Join,
+    ManualClock,
+    Sleep,
+    Spawn,
+    SystemContext,
+    TickLimitError,
+    World,
+)
 
 # A program is a list of steps an agent takes; a step is one of:
 #   ("sleep", seconds) | ("spawn", program) | ("join",) | ("ask",) | ("send",)
@@ -33,6 +44,7 @@ def _programs(depth: int) -> st.SearchStrategy[list[tuple[Any, ...]]]:
         st.tuples(st.just("send")),
         st.tuples(st.just("rng")),
         st.tuples(st.just("raise")),
+        st.tuples(st.just("nap"), st.sampled_from([0.0, 0.5, 1.0, 2.25])),
     )
     if depth:
         leaf = st.one_of(
@@ -68,6 +80,8 @@ def scripted(turn: Any) -> Generator[Any, Any, Any]:
             # A thread-safe command from inside a batch of ticks: an input, next tick
             # (the first agent takes it as its next turn's message, or has ended).
             _CTX["world"].send("a1", [])
+        elif kind == "nap" and "naps" in _CTX:
+            seen.append((yield Nap(step[1])))
         elif kind == "rng":
             seen.append(turn.rng.random())
         elif kind == "raise":
@@ -75,8 +89,58 @@ def scripted(turn: Any) -> Generator[Any, Any, Any]:
     return seen
 
 
+@dataclass(frozen=True)
+class Nap:
+    """A host action: wait ``seconds`` of world time (a host timer, then a host system)."""
+
+    seconds: float
+
+
+@dataclass
+class Counter:
+    """A host component a host system bumps now and then (it is in the digest)."""
+
+    value: int = 0
+
+
+def _host(world: World) -> None:
+    """Host ECS parts: the `Nap` action, a timer per nap, a system completing naps due
+    and bumping a counter on some ticks."""
+    naps: dict[str, float] = {}
+    _CTX["naps"] = naps
+    world.add_entity(Counter())
+
+    def nap(ctx: SystemContext, agent_id: str, action: Nap) -> object:
+        due = ctx.now + action.seconds
+        naps[agent_id] = due
+        world.call_at(due, lambda: None)  # so that the world ticks then
+        return PENDING
+
+    calls: list[tuple[int, float]] = []
+    _CTX["calls"] = calls
+
+    def wake_nappers(ctx: SystemContext) -> None:
+        calls.append((ctx.tick, ctx.now))  # every tick a host system runs in, and when
+        for agent_id, due in sorted(naps.items()):
+            if due <= ctx.now:
+                del naps[agent_id]
+                ctx.complete(agent_id, ctx.tick)
+        if ctx.tick % 3 == 0:
+            for entity, (counter,) in ctx.query(Counter):
+                if counter.value < 4:
+                    counter.value += 1
+                    ctx.set(entity, counter)
+
+    world.add_action(Nap, nap)
+    world.add_system(wake_nappers)
+
+
 def _run(
-    programs: list[list[tuple[Any, ...]]], *, watched: bool, keep_finished: int | None = None
+    programs: list[list[tuple[Any, ...]]],
+    *,
+    watched: bool,
+    keep_finished: int | None = None,
+    hosted: bool = False,
 ) -> dict[str, Any]:
     world = World(
         clock=ManualClock(),
@@ -84,7 +148,10 @@ def _run(
         keep_finished=keep_finished,
     )
     world.behaviors.register("scripted", scripted)
+    _CTX.clear()
     _CTX["world"] = world
+    if hosted:
+        _host(world)
     try:
         if watched:
             world.observe(lambda report, inputs: None)
@@ -103,19 +170,31 @@ def _run(
             "now": world.now,
             "agents": agents,
             "digest": world.digest(),
+            "host_system_calls": _CTX.get("calls"),
         }
     finally:
         world.close()
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(_programs(2), min_size=1, max_size=8), st.sampled_from([None, 2]))
+@given(st.lists(_programs(2), min_size=1, max_size=8), st.sampled_from([None, 2]), st.booleans())
 def test_the_fast_path_gives_what_the_pipeline_gives(
-    programs: list[list[tuple[Any, ...]]], keep_finished: int | None
+    programs: list[list[tuple[Any, ...]]], keep_finished: int | None, hosted: bool
 ) -> None:
-    fast = _run(programs, watched=False, keep_finished=keep_finished)
-    whole = _run(programs, watched=True, keep_finished=keep_finished)
+    fast = _run(programs, watched=False, keep_finished=keep_finished, hosted=hosted)
+    whole = _run(programs, watched=True, keep_finished=keep_finished, hosted=hosted)
     assert fast == whole
+
+
+def test_host_systems_timers_and_actions_take_the_fast_path_alike() -> None:
+    programs = [
+        [("nap", 1.0), ("sleep", 0.5), ("nap", 0.0)],
+        [("sleep", 0.25), ("nap", 2.25), ("spawn", [("nap", 0.5)]), ("join",)],
+    ]
+    fast = _run(programs, watched=False, hosted=True)
+    assert fast == _run(programs, watched=True, hosted=True)
+    assert fast["now"] == 3.0
+    assert all(kind is StatusKind.COMPLETE for kind, _m, _r in fast["agents"].values())
 
 
 def _sleeper(turn: Any) -> Generator[Any, Any, None]:
