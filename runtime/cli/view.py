@@ -67,7 +67,7 @@ class RunStats:
         self.prompt_waits: list[float] = []
         self.opened = 0
         self.settled = dict.fromkeys(Settlement, 0)
-        world.observe(self._on_tick)
+        world.observe(self._on_tick, every_tick=False)  # counts only what inputs carried
 
     def _on_tick(self, report: TickReport, inputs: list[tuple[int, object]]) -> None:
         if not inputs:

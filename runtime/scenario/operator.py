@@ -55,7 +55,7 @@ class Operator:
         self._lock = threading.Lock()
         self.answered = 0
         if policy != "none":
-            world.observe(self._on_tick)
+            world.observe(self._on_tick, every_tick=False)  # reads only prompt openings
             for opened in world.hub.opened():
                 self._schedule(opened)
 

@@ -34,6 +34,7 @@ class Observing:
     _state: WorldState
     _lock: threading.RLock
     _observers: list[Callable[[TickReport, list[tuple[int, object]]], object]]
+    _input_observers: list[Callable[[TickReport, list[tuple[int, object]]], object]]
     _probes: list[Probe]
     _probe: Probe | None
     _recorder: MetricsRecorder | None
@@ -50,21 +51,30 @@ class Observing:
         """
         self.streams.add_hook(fn)
 
-    def observe(self, fn: Callable[[TickReport, list[tuple[int, object]]], object]) -> None:
+    def observe(
+        self,
+        fn: Callable[[TickReport, list[tuple[int, object]]], object],
+        *,
+        every_tick: bool = True,
+    ) -> None:
         """Call ``fn(report, inputs)`` after every tick, on the tick thread.
 
         ``inputs`` are the tick's applied inputs as ``(seq, input)`` pairs (commands, tool
         and model outcomes, prompt events). Keep ``fn`` quick; one that raises is logged.
+        With ``every_tick=False``, ``fn`` is called only after ticks that applied inputs:
+        a hook that reads only the inputs then leaves ``run_until_idle`` free to skip
+        through the ticks in which only sleepers and host code move (an every-tick
+        observer makes each of those a whole tick, report and all).
         """
-        self._observers.append(fn)
+        (self._observers if every_tick else self._input_observers).append(fn)
 
     def unobserve(self, fn: Callable[[TickReport, list[tuple[int, object]]], object]) -> bool:
         """Stop calling ``fn`` after ticks; returns whether it was observing."""
-        try:
-            self._observers.remove(fn)
-        except ValueError:
-            return False
-        return True
+        for observers in (self._observers, self._input_observers):
+            if fn in observers:
+                observers.remove(fn)
+                return True
+        return False
 
     def add_probe(self, probe: Probe) -> None:
         """Attach ``probe`` to the tick thread's events (`runtime.world.probe`), from the next

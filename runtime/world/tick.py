@@ -57,6 +57,7 @@ class TickMachine:
     _known: dict[str, None]
     _timers: HostTimers
     _observers: list[Callable[[TickReport, list[tuple[int, object]]], object]]
+    _input_observers: list[Callable[[TickReport, list[tuple[int, object]]], object]]
     _probe: Probe | None
     _recorder: MetricsRecorder | None
     _journal: Recorder | None
@@ -308,7 +309,10 @@ class TickMachine:
                 recorder.ticked(seconds)
             if probe is not None:
                 probe.ticked(report, seconds)
-        for observer in self._observers:
+        observers = self._observers
+        if inputs and self._input_observers:
+            observers = observers + self._input_observers
+        for observer in observers:
             try:
                 observer(report, inputs)
             except BaseException as exc:  # host code: never the end of the tick thread

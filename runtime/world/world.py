@@ -186,7 +186,8 @@ class World(TickMachine, RunLoop, HostAPI, Observing):
         self._run_error: BaseException | None = None
         # Host timers (call_at) and tick observers: run on the tick thread, never in a replay.
         self._timers = HostTimers()
-        self._observers: list[Callable[[TickReport, list[tuple[int, object]]], object]] = []
+        # Observers of every tick, and of ticks with inputs only (typed in `Observing`).
+        self._observers, self._input_observers = [], []
         # Probes (telemetry) see live ticks only; `_probe` is the one the tick calls.
         # A live world starts with the probes the process set up (telemetry); a replay none.
         self._probes: list[Probe] = process_probes() if live else []

@@ -234,3 +234,26 @@ def test_max_ticks_is_honoured_inside_the_fast_path() -> None:
         assert world.tick_count == 30
     finally:
         world.close()
+
+
+def test_an_inputs_only_observer_sees_every_tick_with_inputs_and_keeps_the_fast_path() -> None:
+    seen: list[tuple[int, int]] = []
+    every: list[int] = []
+    world = World(clock=ManualClock())
+    try:
+        world.observe(
+            lambda report, inputs: seen.append((report.tick, len(inputs))), every_tick=False
+        )
+        assert world._unwatched()  # white box: the fast path stays on
+        first = world.spawn(_sleeper, [1.0, 2.0])
+        world.run_until_idle()
+        sent_at = world.tick_count + 1
+        world.send(first, [0.5])
+        world.run_until_idle()
+        assert seen == [(1, 1), (sent_at, 1)]  # the spawn's tick, then the send's
+        world.observe(lambda report, inputs: every.append(report.tick))
+        assert not world._unwatched()
+        world.tick()
+        assert every == [world.tick_count] and len(seen) == 2
+    finally:
+        world.close()
