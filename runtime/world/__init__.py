@@ -16,7 +16,7 @@ from runtime.world.metrics import Histogram, WorldMetrics
 from runtime.world.probe import Probe, ProbeFanout
 from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
-from runtime.world.resource import Acquire, Release, Resource, ResourceStats
+from runtime.world.resource import Acquire, Release, Resource, ResourceStats, Use
 from runtime.world.world import World
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "Think",
     "TickReport",
     "Turn",
+    "Use",
     "World",
     "WorldMetrics",
     "behavior",

@@ -12,13 +12,18 @@ for a service time, a ``Think``, tools) is the hold::
         yield Sleep(3)
         yield Release("dock")
 
+When the hold is a fixed time, ``yield Use("dock", 3)`` is the same visit in one action
+(and two ticks, where the three actions take four): it waits for a slot, holds it for 3
+world seconds, gives it back and returns the time it waited.
+
 No threads and no wall time: everything happens on the tick thread, in world time, so the
 same run grants in the same order, ends at the same time and has the same digest every
 time, live, in lockstep, or replayed from its journal (a replay creates the same resources
 in its ``setup``). It is built only on the host ECS API, as any host's action would be:
-``World.add_action`` handlers for the two actions (``PENDING`` for a wait,
-``ctx.complete`` for the grant), one host system, and a host component, `ResourceStats`,
-on an entity of each resource (``world.query(ResourceStats)``; part of the digest).
+``World.add_action`` handlers for the actions (``PENDING`` for a wait, ``ctx.complete``
+for the grant), one host system, a host timer where a ``Use`` ends (so the world ticks
+then), and a host component, `ResourceStats`, on an entity of each resource
+(``world.query(ResourceStats)``; part of the digest).
 
 A hold lasts until ``Release`` or the end of the agent's turn, whichever comes first: a
 turn that returns, fails, is interrupted or is cancelled while holding gives its slot back
@@ -28,6 +33,8 @@ turn that returns, fails, is interrupted or is cancelled while holding gives its
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -41,7 +48,7 @@ from runtime.world.inputs import CancelAgent, InterruptAgent
 if TYPE_CHECKING:
     from runtime.world.world import World
 
-__all__ = ["Acquire", "Release", "Resource", "ResourceStats"]
+__all__ = ["Acquire", "Release", "Resource", "ResourceStats", "Use"]
 
 
 @fast_frozen_init
@@ -59,6 +66,20 @@ class Release:
     """Give back the slot of ``resource`` this agent holds; the result is None."""
 
     resource: str
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class Use:
+    """Hold a slot of ``resource`` for ``seconds`` of world time (waiting for it in FIFO
+    order first), then give it back; the result is the world time waited for the slot.
+
+    One action for the commonest hold (SimPy's ``with res.request(): yield timeout``):
+    two ticks per visit, where ``Acquire``, ``Sleep``, ``Release`` take four.
+    """
+
+    resource: str
+    seconds: float
 
 
 @dataclass(slots=True)
@@ -93,13 +114,15 @@ class _Claim:
     only, so a later turn (or none) shows at once that the claim is stale.
     """
 
-    __slots__ = ("agent_id", "dead", "generation", "since", "turn")
+    __slots__ = ("agent_id", "dead", "generation", "hold", "since", "turn", "waited")
 
-    def __init__(self, agent_id: str, turn: TurnState, since: float) -> None:
+    def __init__(self, agent_id: str, turn: TurnState, since: float, hold: float | None) -> None:
         self.agent_id = agent_id
         self.turn = turn
         self.generation = turn.generation
         self.since = since
+        self.hold = hold  # a `Use`'s seconds (None: an `Acquire`, held until `Release`)
+        self.waited = 0.0  # world seconds it queued before its slot was granted
         self.dead = False  # a waiter that left the queue (the deque drops it lazily)
 
 
@@ -129,8 +152,14 @@ class Resource:
         self.queue: deque[_Claim] = deque()
         self.waiting: dict[str, _Claim] = {}
         self.holders: dict[str, _Claim] = {}
+        self.ends: list[tuple[float, int, _Claim]] = []  # `Use` holds: (until, seq, claim)
+        # Holders by `Acquire`, who step while they hold (and may end their turn without
+        # `Release`): only they need looking at every tick. A `Use` holder is parked until
+        # its hold ends, which only an interrupt or a cancel (an input) can cut short.
+        self.open_holds = 0
         self._world = world
-        _Resources.of(world).add(self)
+        self._registry = _Resources.of(world)
+        self._registry.add(self)
 
     def stats(self) -> ResourceStats:
         """A copy of the counters as they were after the last tick."""
@@ -144,7 +173,15 @@ class Resource:
         return f"Resource({self.name!r}, capacity={self.capacity})"
 
     def take(self, ctx: SystemContext, claim: _Claim) -> None:
-        """``claim`` holds a slot from now."""
+        """``claim`` holds a slot from now (a `Use` until its seconds have passed)."""
+        if claim.hold is not None:
+            until = ctx.now + claim.hold
+            heapq.heappush(self.ends, (until, self._registry.next_seq(), claim))
+            # The timer only makes the world tick at `until` (a replay ticks there from its
+            # journal); the resources' system ends the hold in that tick.
+            self._registry.world.call_at(until, _tick_here)
+        else:
+            self.open_holds += 1
         self.free -= 1
         self.holders[claim.agent_id] = claim
         counters = self.counters
@@ -174,7 +211,10 @@ class Resource:
             waited = ctx.now - claim.since
             turn = claim.turn
             live = turn.generation == claim.generation and turn.phase is Phase.AWAITING_ACTION
-            if not live or not ctx.complete(claim.agent_id, waited):
+            claim.waited = waited
+            if live and claim.hold is not None:
+                pass  # a `Use` goes on waiting: for the end of its hold
+            elif not live or not ctx.complete(claim.agent_id, waited):
                 counters.abandoned += 1  # its wait ended some other way
                 self.changed(ctx)
                 continue
@@ -196,7 +236,8 @@ class Resource:
 
     def give_back(self, ctx: SystemContext, agent_id: str, *, reclaimed: bool) -> None:
         """The agent's slot is free again; the next waiter gets it."""
-        del self.holders[agent_id]
+        if self.holders.pop(agent_id).hold is None:
+            self.open_holds -= 1
         self.free += 1
         counters = self.counters
         counters.busy -= 1
@@ -206,6 +247,19 @@ class Resource:
             counters.released += 1
         self.changed(ctx)
         self.grant(ctx)
+
+    def end_holds(self, ctx: SystemContext) -> None:
+        """End the `Use` holds whose seconds have passed, in the order they end."""
+        ends, now = self.ends, ctx.now
+        while ends and ends[0][0] <= now:
+            claim = heapq.heappop(ends)[2]
+            if self.holders.get(claim.agent_id) is not claim:
+                continue  # reclaimed already (interrupt, cancel)
+            turn = claim.turn
+            live = turn.generation == claim.generation and turn.phase is Phase.AWAITING_ACTION
+            self.give_back(ctx, claim.agent_id, reclaimed=not live)
+            if live:
+                ctx.complete(claim.agent_id, claim.waited)
 
     def sweep(self, ctx: SystemContext) -> None:
         """Take back the slots of holders whose turn has ended without ``Release``."""
@@ -228,10 +282,13 @@ class _Resources:
     """The resources of one world, and the handlers and system they share."""
 
     def __init__(self, world: World) -> None:
+        self.world = world
         self.by_name: dict[str, Resource] = {}
         self.unplaced: list[Resource] = []
+        self._seq = 0
         world.add_action(Acquire, self.acquire)
         world.add_action(Release, self.release)
+        world.add_action(Use, self.use)
         world.add_system(self.system, after="handle_interrupts", name="resources")
 
     @staticmethod
@@ -248,7 +305,11 @@ class _Resources:
         self.by_name[resource.name] = resource
         self.unplaced.append(resource)
 
-    def find(self, action: Acquire | Release) -> Resource:
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def find(self, action: Acquire | Release | Use) -> Resource:
         found = self.by_name.get(action.resource)
         if found is None:
             known = ", ".join(sorted(map(repr, self.by_name)))
@@ -256,6 +317,19 @@ class _Resources:
         return found
 
     def acquire(self, ctx: SystemContext, agent_id: str, action: Acquire) -> object:
+        return self.claim(ctx, agent_id, action, None)
+
+    def use(self, ctx: SystemContext, agent_id: str, action: Use) -> object:
+        seconds = action.seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise ConfigError(f"Use: `seconds` must be a number, got {seconds!r}")
+        if not 0 <= seconds < math.inf:
+            raise ConfigError(f"Use: `seconds` must be finite and >= 0, got {seconds!r}")
+        return self.claim(ctx, agent_id, action, seconds)
+
+    def claim(
+        self, ctx: SystemContext, agent_id: str, action: Acquire | Use, hold: float | None
+    ) -> object:
         resource = self.find(action)
         turn = ctx.get(ctx.entity(agent_id), TurnState)
         held = resource.holders.get(agent_id)
@@ -263,10 +337,10 @@ class _Resources:
             resource.give_back(ctx, agent_id, reclaimed=True)  # an earlier turn's, unswept
         elif held is not None or agent_id in resource.waiting:
             raise ConfigError(f"agent {agent_id} already holds {action.resource!r}")
-        claim = _Claim(agent_id, turn, ctx.now)
+        claim = _Claim(agent_id, turn, ctx.now, hold)
         if resource.free:  # then nobody waits: `grant` fills free slots at once
             resource.take(ctx, claim)
-            return 0.0
+            return 0.0 if hold is None else PENDING
         resource.enqueue(ctx, claim)
         return PENDING
 
@@ -290,8 +364,14 @@ class _Resources:
         for resource in self.by_name.values():
             if ended and resource.waiting:
                 resource.sweep_queue(ctx)
-            if resource.holders:
+            if resource.open_holds or (ended and resource.holders):
                 resource.sweep(ctx)
+            if resource.ends and resource.ends[0][0] <= ctx.now:
+                resource.end_holds(ctx)
+
+
+def _tick_here() -> None:
+    """A host timer's body that does nothing: the timer exists to make the world tick."""
 
 
 _ENDS_WAITS = (CancelAgent, InterruptAgent)

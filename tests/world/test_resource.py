@@ -15,6 +15,7 @@ from runtime import (
     ResourceStats,
     Sleep,
     StatusKind,
+    Use,
     World,
     replay,
 )
@@ -267,3 +268,106 @@ def test_a_replay_without_the_resource_diverges(tmp_path):
         world.run_until_idle()
     with pytest.raises(ReplayDivergence, match=r"ResourceStats\.capacity: expected 1, got 2"):
         replay(path, setup=crowd)
+
+
+def user(turn):
+    """``turn.message``: (name, arrival delay, hold time), as `visitor`, in one ``Use``."""
+    name, arrive, hold = turn.message
+    yield Sleep(arrive)
+    waited = yield Use("desk", hold)
+    LOG.append((turn.now, name, f"left after waiting {waited:g}"))
+
+
+def test_use_holds_a_slot_for_its_seconds_in_fifo_order(make_world):
+    world = make_world()
+    desk = Resource(world, "desk", capacity=2)
+    for name, arrive, hold in [("a", 0, 5), ("b", 1, 5), ("c", 2, 1), ("d", 3, 1)]:
+        world.spawn(user, (name, arrive, hold))
+    world.run_until_idle()
+    assert LOG == [
+        (5.0, "a", "left after waiting 0"),
+        (6.0, "b", "left after waiting 0"),
+        (6.0, "c", "left after waiting 3"),  # granted at 5 when a left, held 1
+        (7.0, "d", "left after waiting 3"),  # granted at 6 when b left
+    ]
+    assert world.now == 7.0
+    stats = desk.stats()
+    assert (stats.acquired, stats.released, stats.waited, stats.busy) == (4, 4, 2, 0)
+
+
+def test_use_serves_visits_as_acquire_sleep_release_do_in_fewer_ticks(make_world):
+    visits = [(f"v{i}", (i * 5) % 7, 1 + (i * 3) % 4) for i in range(10)]
+    ends, ticks = [], []
+    for behaviour in (user, visitor):
+        LOG.clear()
+        world = make_world()
+        Resource(world, "desk", capacity=3)
+        for visit in visits:
+            world.spawn(behaviour, visit)
+        ticks.append(world.run_until_idle())
+        ends.append(sorted((t, who) for t, who, what in LOG if what.startswith("left")))
+    assert ends[0] == ends[1]
+    assert ticks[0] < ticks[1], ticks  # no tick for a grant at once, nor for the release
+
+
+def test_an_interrupted_use_gives_its_slot_to_the_next_waiter_at_once(make_world):
+    world = make_world()
+    Resource(world, "desk", capacity=1)
+    holder = world.spawn(user, ("holder", 0, 10))
+    world.spawn(user, ("next", 1, 1))
+    _tick_until(world, lambda: world.now >= 1 and _stats(world).queued == 1)
+    world.interrupt(holder)
+    stats = _run_until_idle_and_check_no_slot_leaked(world)
+    assert LOG == [(2.0, "next", "left after waiting 0")]  # granted at 1, held 1
+    assert stats.reclaimed == 1 and stats.released == 1
+
+
+def test_a_cancelled_use_waiter_leaves_the_queue(make_world):
+    world = make_world()
+    Resource(world, "desk", capacity=1)
+    world.spawn(user, ("holder", 0, 3))
+    waiter = world.spawn(user, ("waiter", 1, 1))
+    world.spawn(user, ("last", 2, 1))
+    _tick_until(world, lambda: world.now >= 2 and _stats(world).queued == 2)
+    world.cancel(waiter)
+    world.tick()
+    assert _stats(world).queued == 1
+    stats = _run_until_idle_and_check_no_slot_leaked(world)
+    assert LOG == [(3.0, "holder", "left after waiting 0"), (4.0, "last", "left after waiting 1")]
+    assert stats.abandoned == 1
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(-1, "-1"), (float("nan"), "nan"), (float("inf"), "inf"), ("3", "'3'"), (None, "None")],
+)
+def test_a_use_of_a_bad_duration_fails_that_agent_naming_the_value(make_world, seconds, shown):
+    world = make_world()
+    Resource(world, "desk", capacity=1)
+
+    def bad(turn):
+        yield Use("desk", seconds)
+
+    agent = world.spawn(bad)
+    world.run_until_idle()
+    status = world.status(agent)
+    assert status.kind is StatusKind.ERROR
+    assert "`seconds` must be" in status.message and shown in status.message
+    assert _stats(world).busy == 0
+
+
+def test_a_recorded_run_of_uses_replays(tmp_path):
+    path = tmp_path / "run.db"
+    with World(seed=5, clock=ManualClock(), journal=Journal.create(path)) as world:
+        crowd_of_one(world)
+        holder = world.spawn(user, ("holder", 0, 4))
+        world.spawn(user, ("waiter", 1, 1))
+        world.spawn(user, ("last", 2, 1))
+        _tick_until(world, lambda: world.now >= 2 and _stats(world).queued == 2)
+        world.interrupt(holder)
+        world.run_until_idle()
+        recorded = _stats(world)
+        ticks = world.tick_count
+    assert (recorded.reclaimed, recorded.released) == (1, 2)
+    report = replay(path, setup=crowd_of_one)
+    assert report.ticks == ticks
