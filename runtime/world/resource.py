@@ -19,7 +19,7 @@ world seconds, gives it back and returns the time it waited.
 No threads and no wall time: everything happens on the tick thread, in world time, so the
 same run grants in the same order, ends at the same time and has the same digest every
 time, live, in lockstep, or replayed from its journal (a replay creates the same resources
-in its ``setup``). It is built only on the host ECS API, as any host's action would be:
+in its ``setup``). It is built on the host ECS API, as any host's action would be:
 ``World.add_action`` handlers for the actions (``PENDING`` for a wait, ``ctx.complete``
 for the grant), one host system, a host timer where a ``Use`` ends (so the world ticks
 then), and a host component, `ResourceStats`, on an entity of each resource
@@ -359,7 +359,8 @@ class _Resources:
                 resource.entity = ctx.create(resource.counters)
             self.unplaced.clear()
         # Only a cancel or an interrupt (both inputs) ends a wait other than by a grant:
-        # the queues are looked at in the ticks that have one, the few holders every tick.
+        # the queues are looked at in the ticks that have one, not in every tick. The one
+        # look past the host API: `SystemContext` does not show a tick's inputs.
         ended = any(type(item) in _ENDS_WAITS for _seq, item in ctx._state.inputs)
         for resource in self.by_name.values():
             if ended and resource.waiting:
