@@ -284,6 +284,7 @@ class _Resources:
     def __init__(self, world: World) -> None:
         self.world = world
         self.by_name: dict[str, Resource] = {}
+        self.resources: list[Resource] = []  # in the order created
         self.unplaced: list[Resource] = []
         self._seq = 0
         world.add_action(Acquire, self.acquire)
@@ -303,6 +304,7 @@ class _Resources:
         if resource.name in self.by_name:
             raise ConfigError(f"`name` {resource.name!r} is taken by another resource")
         self.by_name[resource.name] = resource
+        self.resources.append(resource)
         self.unplaced.append(resource)
 
     def next_seq(self) -> int:
@@ -310,7 +312,8 @@ class _Resources:
         return self._seq
 
     def find(self, action: Acquire | Release | Use) -> Resource:
-        found = self.by_name.get(action.resource)
+        name = action.resource
+        found = self.by_name.get(name) if isinstance(name, str) else None
         if found is None:
             known = ", ".join(sorted(map(repr, self.by_name)))
             raise ConfigError(f"unknown resource {action.resource!r} (known: {known})")
@@ -361,13 +364,21 @@ class _Resources:
         # Only a cancel or an interrupt (both inputs) ends a wait other than by a grant:
         # the queues are looked at in the ticks that have one, not in every tick. The one
         # look past the host API: `SystemContext` does not show a tick's inputs.
-        ended = any(type(item) in _ENDS_WAITS for _seq, item in ctx._state.inputs)
-        for resource in self.by_name.values():
+        ended = False
+        inputs = ctx._state.inputs
+        if inputs:
+            for _seq, item in inputs:
+                if item.__class__ in _ENDS_WAITS:
+                    ended = True
+                    break
+        now = ctx.now
+        for resource in self.resources:
             if ended and resource.waiting:
                 resource.sweep_queue(ctx)
             if resource.open_holds or (ended and resource.holders):
                 resource.sweep(ctx)
-            if resource.ends and resource.ends[0][0] <= ctx.now:
+            ends = resource.ends
+            if ends and ends[0][0] <= now:
                 resource.end_holds(ctx)
 
 

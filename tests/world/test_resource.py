@@ -166,6 +166,7 @@ def test_a_turn_that_ends_without_release_gives_its_slot_back(make_world):
         ([Release("desk")], "holds no slot of 'desk'"),
         ([Acquire("dock")], "unknown resource 'dock' (known: 'desk')"),
         ([Acquire("desk"), Acquire("desk")], "already holds 'desk'"),
+        ([Use(["desk"], 1)], "unknown resource ['desk'] (known: 'desk')"),
     ],
 )
 def test_a_misused_resource_fails_only_that_agent_naming_it(make_world, steps, message):
