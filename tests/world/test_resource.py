@@ -372,3 +372,26 @@ def test_a_recorded_run_of_uses_replays(tmp_path):
     assert (recorded.reclaimed, recorded.released) == (1, 2)
     report = replay(path, setup=crowd_of_one)
     assert report.ticks == ticks
+
+
+def test_a_run_resumed_mid_use_ends_its_holds_as_the_uninterrupted_run_does(tmp_path):
+    from runtime import resume
+
+    visits = [("a", 0, 4), ("b", 1, 2), ("c", 1, 3)]
+    with World(seed=5, clock=ManualClock()) as world:
+        crowd_of_one(world)
+        for visit in visits:
+            world.spawn(user, visit)
+        world.run_until_idle()
+        whole = list(LOG)
+    LOG.clear()
+    path = tmp_path / "run.db"
+    with World(seed=5, clock=ManualClock(), journal=Journal.create(path)) as world:
+        crowd_of_one(world)
+        for visit in visits:
+            world.spawn(user, visit)
+        _tick_until(world, lambda: world.now >= 2)  # a holds, b and c wait
+    assert LOG == []
+    with resume(path, setup=crowd_of_one) as resumed:
+        resumed.run_until_idle()
+        assert whole == LOG and _stats(resumed).released == 3
