@@ -2,9 +2,9 @@
 
 - ``simpy_random_1k|10k|100k``: every agent sleeps exponential random times, so almost
   every wake-up is an instant of its own (``vs_simpy`` has all 10k agents wake together);
-- ``simpy_resource``: random think times plus a shared capacity-8 resource (SimPy's
-  ``Resource``); tickwork has no virtual-time resource yet (issue 20 asks for one), so its
-  side is the best a user can write today (`PromptGate`, below);
+- ``simpy_resource``: random think times plus a shared capacity-8 resource: SimPy's
+  ``Resource`` against tickwork's (`runtime.Resource`, a ``Use`` per visit), both FIFO,
+  so both sides grant in the same order and end at the same time;
 - ``mesa_agentset``: 10k agents taking one trivial step per tick, against Mesa 3's
   ``AgentSet.do("step")``; tickwork's agents yield a fresh ``Sleep(0)`` per step, as real
   behaviours build their actions.
@@ -17,20 +17,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from runtime import (
-    Ask,
-    InteractionRequest,
-    InteractionResponse,
-    ManualClock,
-    Sleep,
-    StatusKind,
-    TickReport,
-    World,
-)
+from runtime import ManualClock, Resource, Sleep, StatusKind, Use, World
 
 from .harness import BENCHMARKS, Context, Result, benchmark, interleave, paired_result
 from .peers import mesa_agents
@@ -42,7 +32,7 @@ from .peers.simpy_random import (
     run_simpy_resource,
 )
 
-__all__ = ["PromptGate", "mesa_agentset", "simpy_resource"]
+__all__ = ["mesa_agentset", "simpy_resource"]
 
 
 def random_sleeper(turn: Any) -> Generator[Any, Any, None]:
@@ -141,75 +131,36 @@ _register_random("simpy_random_10k", 10_000, (3_000, 1, 1), (10_000, 2, 3))
 _register_random("simpy_random_100k", 100_000, (5_000, 1, 1), (100_000, 1, 2))
 
 
-class PromptGate:
-    """A FIFO resource of ``capacity`` slots in world time, built from what tickwork has.
-
-    tickwork has no virtual-time resource yet, and a lane holds real threads for real
-    time, so this is the best equivalent a user can write today: a slot is taken at once
-    when one is free and nobody queues; otherwise the agent queues and parks on a prompt
-    (``Ask``) of its own id, and a `World.observe` hook, after each tick, answers the
-    prompts of the queue's head while slots are free. The answer is applied in the next
-    tick, at the same world time, so the order and the times are SimPy's exactly.
-    """
-
-    def __init__(self, world: World, capacity: int) -> None:
-        self.free = capacity
-        self.queue: deque[str] = deque()
-        self._answer = world.hub.answer
-        self.granted = 0
-        world.observe(self._grant)
-
-    def acquire(self, request_id: str) -> Ask | None:
-        """None when a slot was taken at once; else the ``Ask`` to yield to wait for one."""
-        if self.free and not self.queue:
-            self.free -= 1
-            return None
-        self.queue.append(request_id)
-        return Ask(InteractionRequest.free_text(request_id, "waiting for the resource"))
-
-    def release(self) -> None:
-        """Give a slot back (the next tick's hook hands it to the queue's head)."""
-        self.free += 1
-
-    def _grant(self, report: TickReport, inputs: list[tuple[int, object]]) -> None:
-        queue, answer = self.queue, self._answer
-        while self.free and queue:
-            self.free -= 1
-            request_id = queue.popleft()
-            if not answer(InteractionResponse.text(request_id, "go")):
-                raise RuntimeError(f"gate prompt {request_id} was not open")
-            self.granted += 1
-
-
 CAPACITY = 8
 SERVICE_MEAN = 1.0
 UTILISATION = 0.9
 
 
 def customer(turn: Any) -> Generator[Any, Any, None]:
-    """Think, then hold a slot of the gate for a service time; ``turn.message`` visits."""
-    gate, visits = turn.message
-    agent = turn.agent_id
-    for k, (think, service) in enumerate(visits):
+    """Think, then hold a slot of the counter for a service time; ``turn.message`` visits.
+
+    ``Use`` is the visit SimPy's side writes as ``with res.request() as req: yield req;
+    yield env.timeout(service)``: wait for a slot in FIFO order, hold it, give it back.
+    """
+    for think, service in turn.message:
         yield Sleep(think)
-        wait = gate.acquire(f"{agent}-gate-{k}")
-        if wait is not None:
-            yield wait
-        yield Sleep(service)
-        gate.release()
+        yield Use("counter", service)
 
 
 def _tickwork_resource(visits: Sequence[Sequence[tuple[float, float]]]) -> tuple[Stopwatch, float]:
-    world = World(clock=ManualClock(), interaction_timeout_secs=0)
+    world = World(clock=ManualClock())
     try:
-        gate = PromptGate(world, CAPACITY)
+        counter = Resource(world, "counter", capacity=CAPACITY)
         for vs in visits:
-            world.spawn(customer, (gate, vs))
+            world.spawn(customer, vs)
         world.tick()
         with Stopwatch() as sw:
             world.run_until_idle(max_ticks=10**9)
         counts = world.counts()
         assert counts[StatusKind.COMPLETE] == len(visits), counts
+        stats = counter.stats()
+        steps = sum(len(vs) for vs in visits)
+        assert stats.acquired == stats.released == steps and stats.busy == 0, stats
         return sw, world.now
     finally:
         world.close()
@@ -219,7 +170,7 @@ def _tickwork_resource(visits: Sequence[Sequence[tuple[float, float]]]) -> tuple
     "simpy_resource",
     unit="visits/s",
     target=">= 1.0",
-    ours="visits/s: random think + a capacity-8 FIFO gate (prompts; no virtual resource yet)",
+    ours="visits/s: random think + Use of a capacity-8 Resource (FIFO, world time)",
     baseline="SimPy 4: the same with simpy.Resource(capacity=8)",
 )
 def simpy_resource(ctx: Context) -> Result:
@@ -240,7 +191,7 @@ def simpy_resource(ctx: Context) -> Result:
         BENCHMARKS["simpy_resource"],
         ours,
         base,
-        ours_label=f"visits/s: {agents:,} agents x {visits_each} (think + capacity-8 gate)",
+        ours_label=f"visits/s: {agents:,} agents x {visits_each} (think + capacity-8 Resource)",
         baseline_label=f"SimPy 4: {agents:,} processes, simpy.Resource(capacity={CAPACITY})",
         details={
             "agents": agents,
@@ -249,9 +200,6 @@ def simpy_resource(ctx: Context) -> Result:
             "service_mean": SERVICE_MEAN,
             "think_mean": think_mean,
             "clock": "process_time",
-            "ours_equivalent": "PromptGate: FIFO slots, waiters parked on a prompt answered"
-            " by an observe hook (no virtual-time resource exists yet; a lane holds real"
-            " threads for real time)",
             "ours_wall_steps_per_s": statistics.median(walls["ours"]),
             "baseline_wall_steps_per_s": statistics.median(walls["baseline"]),
         },

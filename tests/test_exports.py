@@ -54,3 +54,13 @@ def test_the_readme_import_paths_still_resolve():
 
     assert runtime.ControlClient is ControlClient
     assert runtime.DaskBackend is DaskBackend
+
+
+def test_the_resource_names_are_exported_from_runtime_and_its_world_room():
+    import runtime
+    import runtime.world
+    from runtime.world import resource
+
+    for name in ("Acquire", "Release", "Resource", "ResourceStats", "Use"):
+        assert name in runtime.__all__ and name in runtime.world.__all__
+        assert getattr(runtime, name) is getattr(resource, name)

@@ -4,7 +4,8 @@
 keeps per agent is in ``state.py``; what enters between ticks is in ``inputs.py``. The host
 ECS (the host's components, entities, systems and actions) is `SystemContext`
 (``context.py``), its bookkeeping (``host.py``), the world's methods for it (``host_api.py``)
-and what a host component is (``host_data.py``).
+and what a host component is (``host_data.py``). `Resource` (``resource.py``) is a
+shared capacity in world time, and the reference example of a host action.
 """
 
 from runtime.world.actions import Action, Ask, Behavior, CallTools, Join, Sleep, Spawn, Think, Turn
@@ -15,11 +16,13 @@ from runtime.world.metrics import Histogram, WorldMetrics
 from runtime.world.probe import Probe, ProbeFanout
 from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
+from runtime.world.resource import Acquire, Release, Resource, ResourceStats, Use
 from runtime.world.world import World
 
 __all__ = [
     "PENDING",
     "REDRIVE_SECS",
+    "Acquire",
     "Action",
     "Ask",
     "Behavior",
@@ -30,12 +33,16 @@ __all__ = [
     "Probe",
     "ProbeFanout",
     "Recorder",
+    "Release",
+    "Resource",
+    "ResourceStats",
     "Sleep",
     "Spawn",
     "SystemContext",
     "Think",
     "TickReport",
     "Turn",
+    "Use",
     "World",
     "WorldMetrics",
     "behavior",

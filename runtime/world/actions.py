@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar, overload
 
 from components import Entry, InteractionRequest, ToolCall
+from components._frozen import fast_frozen_init
 from runtime.world.host_data import copy_component
 
 __all__ = [
@@ -29,6 +30,16 @@ __all__ = [
 ]
 
 
+# Actions are built on every step of every agent, so each is a frozen slotted dataclass
+# (equality, hashing, repr, pickling and ``dataclasses.fields`` as any dataclass) whose
+# ``__init__`` writes through the slots' own descriptors (`fast_frozen_init`) instead of the
+# generated ``object.__setattr__`` per field: ~30% less per object. ``Sleep(0)``, the most
+# common action of all, is one shared instance (immutable, so sharing it is safe): no
+# allocation at all. Measured in issue 20: ``Sleep(0)`` 290 -> ~130 ns, ``Think`` ~420 ->
+# ~280 ns on this machine.
+
+
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Think:
     """Ask the model ``model`` to complete ``prompt``; the result is a ``ModelReply``."""
@@ -44,15 +55,19 @@ class CallTools:
     calls: tuple[ToolCall, ...]
 
     def __init__(self, *calls: ToolCall) -> None:
+        ids = set()
         for call in calls:
-            if not isinstance(call, ToolCall):
+            if call.__class__ is not ToolCall and not isinstance(call, ToolCall):
                 raise TypeError(f"CallTools takes ToolCall objects, got {call!r}")
-        ids = [call.id for call in calls]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"tool call ids must be unique within a batch, got {ids}")
-        object.__setattr__(self, "calls", calls)
+            ids.add(call.id)
+        if len(ids) != len(calls):
+            raise ValueError(
+                f"tool call ids must be unique within a batch, got {[c.id for c in calls]}"
+            )
+        _set_calls(self, calls)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Ask:
     """Put ``request`` to a person; the result is the ``InteractionResponse``.
@@ -63,7 +78,7 @@ class Ask:
     request: InteractionRequest
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Sleep:
     """Wait until ``world.now`` has passed now + ``seconds``; the result is None.
 
@@ -72,7 +87,21 @@ class Sleep:
 
     seconds: float
 
+    # ``__new__`` rather than ``__init__``, so that ``Sleep(0)`` can hand back the shared
+    # instance without allocating (object.__init__ then accepts the argument and does
+    # nothing). Only the int 0 is shared: ``Sleep(0.0)`` keeps its own repr.
+    def __new__(cls, seconds: float) -> Sleep:
+        if seconds is _ZERO and cls is Sleep:
+            return _SLEEP_0
+        self = _new_object(cls)
+        _set_seconds(self, seconds)
+        return self
 
+    def __reduce__(self) -> tuple[type[Sleep], tuple[float]]:
+        return (self.__class__, (self.seconds,))
+
+
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Spawn:
     """Start a child agent running ``behavior`` on ``message``; the result is its id."""
@@ -90,8 +119,16 @@ class Join:
     agent_ids: tuple[str, ...]
 
     def __init__(self, *agent_ids: str) -> None:
-        object.__setattr__(self, "agent_ids", tuple(agent_ids))
+        _set_agent_ids(self, agent_ids)
 
+
+_new_object = object.__new__
+_set_calls = CallTools.__dict__["calls"].__set__
+_set_seconds = Sleep.__dict__["seconds"].__set__
+_set_agent_ids = Join.__dict__["agent_ids"].__set__
+_ZERO: object = 0  # the int 0 (CPython shares small ints, so `is` finds it)
+_SLEEP_0 = _new_object(Sleep)
+_set_seconds(_SLEEP_0, 0)
 
 C = TypeVar("C")
 
