@@ -207,6 +207,11 @@ class Lockstep:
                     slot.abandoned = True
                     self._wake_if(slot)
 
+    @property
+    def fresh(self) -> bool:
+        """Whether a job was dispatched (or resumed) since the last settle."""
+        return self._fresh
+
     def can_move(self, now: float) -> bool:
         """Whether a tick at ``now`` would release something (after ``fresh`` is clear)."""
         if self._fresh:

@@ -204,7 +204,9 @@ class TickMachine:
                     if state.to_forget or (keep is not None and len(finished) > keep):
                         self._release_finished()
                     host.take_errors()  # a report's; logged when they were raised
-                    if state.lane_waiting or (lockstep is not None and lockstep.can_move(now)):
+                    # Lockstep outcomes come only of work dispatched since the loop began
+                    # (`_skip_limit` saw the rest), and dispatching makes it `fresh`.
+                    if state.lane_waiting or (lockstep is not None and lockstep.fresh):
                         mirror.process(state)  # work went out: the lanes changed
                         return ran, True
                     moving = bool(state.changed_this_tick or state.ready)
