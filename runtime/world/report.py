@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components._frozen import fast_frozen_init
+
 __all__ = ["TickReport"]
 
 
+@fast_frozen_init  # one per tick: the generated frozen __init__ cost ~1.2 us of an idle tick
 @dataclass(frozen=True, slots=True)
 class TickReport:
     """What one tick did.
