@@ -23,10 +23,10 @@ from hypothesis.stateful import (
 )
 
 from components import InteractionRequest, InteractionResponse, LaneStats, ToolCall, ToolResult
-from runtime import hub as hub_module
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError, LaneClosedError
 from runtime.hub import InteractionHub
+from runtime.hub import core as hub_module
 from runtime.lane import ToolJob, ToolLane, ToolOutcome, off_lane
 from runtime.lane.core import Entry
 from runtime.tools import ShellTool, ToolRegistry

@@ -11,7 +11,6 @@ reads as deny.
 
 from __future__ import annotations
 
-import heapq
 import logging
 import math
 import threading
@@ -29,6 +28,7 @@ from components.interaction import (
 from runtime.cancel import CancelToken
 from runtime.clock import Clock, MonotonicClock
 from runtime.errors import ConfigError, DuplicateRequestError
+from runtime.hub.deadlines import DeadlineHeap
 from runtime.lane.parking import off_lane
 from runtime.wake import Wake
 
@@ -38,14 +38,13 @@ HubEvent: TypeAlias = PromptOpened | PromptSettled
 # `object`, not `None`: whatever a listener returns (an inbox sequence number, say) is ignored.
 HubListener: TypeAlias = Callable[[HubEvent], object]
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("runtime.hub")
 
-# How many settlements `try_settlement` remembers; older ones are forgotten first.
+# `try_settlement` remembers at least this many of the latest settlements (at most twice
+# as many): two generations of this size, the older dropped whole when the newer fills.
+# Dropping the oldest one by one from a dict (`del d[next(iter(d))]`) costs O(n) per call
+# once deleted slots pile up at the front: ~10 µs a settlement at this size (measured).
 _RECENT_SETTLEMENTS = 10_000
-# The deadline heap is rebuilt without its stale items once it holds more than twice as
-# many items as there are open requests (and at least this many), so lazy deletion keeps
-# `next_deadline` O(log n) amortised without letting answered prompts pile up in the heap.
-_HEAP_COMPACT_MIN = 64
 
 
 # The longest single timed wait: `threading.TIMEOUT_MAX` is the bound, and a day is plenty
@@ -64,21 +63,15 @@ class HubStats:
     open: int
 
 
-@dataclass(slots=True)
-class _Open:
-    """One open request. Kept small: most prompts come from `open` and never get a waiter."""
+class _Waiter:
+    """The thread blocked in `ask` on one request: its event, and how the request settled."""
 
-    agent_id: str
-    request: InteractionRequest
-    opened_at: float
-    deadline: float | None
-    # Unique per hub; a heap item for this request carries it, so an item left behind by an
-    # earlier request with the same id is recognised as stale.
-    seq: int
-    # Set only by `ask`; settlement sets it after recording `settled`.
-    waiter: threading.Event | None = None
-    # Written once, under the hub lock, when the request leaves the open set.
-    settled: PromptSettled | None = None
+    __slots__ = ("event", "settled")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        # Written once, under the hub lock, before `event` is set.
+        self.settled: PromptSettled | None = None
 
 
 class InteractionHub:
@@ -97,19 +90,23 @@ class InteractionHub:
         listener: HubListener | None = None,
     ) -> None:
         self._clock: Clock = clock if clock is not None else MonotonicClock()
+        self._now = self._clock.now
         self._timeout_secs = _checked_timeout(timeout_secs)
         self._listener = listener
         self._wake: Wake | None = None
         # Reentrant so that a listener calling back into the hub cannot deadlock it; its
         # nested events still come out in the order the changes happened.
         self._lock = threading.RLock()
-        # Invariant: `_open` holds exactly the open requests, in opening order, and
-        # `_by_agent[a]` holds exactly the ids in `_open` whose agent is `a` (no empty sets).
-        self._open: dict[str, _Open] = {}
+        # Invariant: `_open` holds exactly the open requests, in opening order, each as the
+        # event that opened it; `_by_agent[a]` holds exactly the ids in `_open` whose agent
+        # is `a` (no empty sets); `_waiters` holds the open requests an `ask` waits on.
+        self._open: dict[str, PromptOpened] = {}
         self._by_agent: dict[str, dict[str, None]] = {}
-        # Items (deadline, seq, request id); an item is stale once its request settled.
-        self._deadlines: list[tuple[float, int, str]] = []
-        self._recent: dict[str, PromptSettled] = {}  # oldest first (insertion order)
+        self._waiters: dict[str, _Waiter] = {}
+        self._deadlines = DeadlineHeap(self._open)
+        # The latest settlements, newest generation first (see `_RECENT_SETTLEMENTS`).
+        self._recent: dict[str, PromptSettled] = {}
+        self._older: dict[str, PromptSettled] = {}
         self._minted = 0
         self._opened = 0
         # One counter per Settlement; plain ints, since a dict keyed by an Enum member
@@ -158,9 +155,11 @@ class InteractionHub:
         Raises:
             DuplicateRequestError: a request with this id is already open.
         """
-        entry = self._open_entry(agent_id, request, None)
-        self._nudge()
-        return entry.request.id
+        opened = self._open_entry(agent_id, request, None)
+        wake = self._wake
+        if wake is not None:
+            wake.notify()
+        return opened.request.id
 
     def ask(
         self,
@@ -183,9 +182,10 @@ class InteractionHub:
         """
         if cancel is not None:
             cancel.raise_if_cancelled()
-        entry = self._open_entry(agent_id, request, threading.Event())
+        waiter = _Waiter()
+        opened = self._open_entry(agent_id, request, waiter)
         self._nudge()
-        request_id = entry.request.id
+        request_id = opened.request.id
 
         def withdraw(_token: CancelToken) -> None:
             self.cancel(request_id)
@@ -195,7 +195,7 @@ class InteractionHub:
             # at once, so no cancel can fall into a window and leave an orphaned prompt.
             cancel.add_callback(withdraw)
         try:
-            settled = self._wait(entry)
+            settled = self._wait(opened, waiter)
         except BaseException:
             # The asker is gone (interrupted), so nobody could receive an answer: leave no
             # orphaned prompt behind.
@@ -212,7 +212,14 @@ class InteractionHub:
         Returns False, changing nothing, if that request is unknown or already settled.
         An answer wins whenever it takes the lock first, even at or past the deadline.
         """
-        return self._settle_and_nudge(response.request_id, Settlement.ANSWERED, response)
+        with self._lock:
+            settled = self._settle(response.request_id, Settlement.ANSWERED, response)
+        if settled is None:
+            return False
+        wake = self._wake
+        if wake is not None:
+            wake.notify()
+        return True
 
     def cancel(self, request_id: str) -> bool:
         """Settle the open request ``request_id`` with the neutral response.
@@ -242,10 +249,11 @@ class InteractionHub:
         """
         expired: list[str] = []
         with self._lock:
-            while (top := self._live_top()) is not None and top[0] <= now:
-                heapq.heappop(self._deadlines)
-                self._settle(top[2], Settlement.EXPIRED, None)
-                expired.append(top[2])
+            deadlines = self._deadlines
+            while (top := deadlines.top()) is not None and top.deadline <= now:  # type: ignore[operator]
+                deadlines.pop()
+                self._settle(top.request.id, Settlement.EXPIRED, None)
+                expired.append(top.request.id)
         if expired:
             self._nudge()
         return expired
@@ -253,8 +261,8 @@ class InteractionHub:
     def next_deadline(self) -> float | None:
         """Return the earliest deadline among open requests, or None if none has one."""
         with self._lock:
-            top = self._live_top()
-        return None if top is None else top[0]
+            top = self._deadlines.top()
+        return None if top is None else top.deadline
 
     def reopen(
         self,
@@ -279,20 +287,17 @@ class InteractionHub:
             if request.id in self._open:
                 raise DuplicateRequestError(f"request id {request.id!r} is already open")
             self._opened += 1
-            entry = _Open(agent_id, request, opened_at, deadline, self._opened, None)
-            self._open[request.id] = entry
+            opened = PromptOpened(agent_id, request, opened_at, deadline)
+            self._open[request.id] = opened
             self._by_agent.setdefault(agent_id, {})[request.id] = None
             if deadline is not None:
-                heapq.heappush(self._deadlines, (deadline, entry.seq, request.id))
+                self._deadlines.push(opened)
         self._nudge()
 
     def opened(self) -> list[PromptOpened]:
         """Every open request as the event that opened it (times included), in opening order."""
         with self._lock:
-            return [
-                PromptOpened(e.agent_id, e.request, e.opened_at, e.deadline)
-                for e in self._open.values()
-            ]
+            return list(self._open.values())
 
     def pending(self) -> list[tuple[str, InteractionRequest]]:
         """Return ``(agent_id, request)`` for every open request, in opening order."""
@@ -311,7 +316,8 @@ class InteractionHub:
         Only the most recent settlements are remembered (10,000).
         """
         with self._lock:
-            return self._recent.get(request_id)
+            settled = self._recent.get(request_id)
+            return settled if settled is not None else self._older.get(request_id)
 
     def stats(self) -> HubStats:
         """Return a snapshot of the counters: opened, answered, cancelled, expired, open."""
@@ -325,31 +331,38 @@ class InteractionHub:
             )
 
     def _open_entry(
-        self, agent_id: str, request: InteractionRequest, waiter: threading.Event | None
-    ) -> _Open:
+        self, agent_id: str, request: InteractionRequest, waiter: _Waiter | None
+    ) -> PromptOpened:
         """Add a request to the open set and report it; the one way in."""
         with self._lock:
             # Everything that may raise comes before the first change of state.
-            now = self._clock.now()
-            if request.id:
-                if request.id in self._open:
-                    raise DuplicateRequestError(f"request id {request.id!r} is already open")
+            now = self._now()
+            request_id = request.id
+            open_ = self._open
+            if request_id:
+                if request_id in open_:
+                    raise DuplicateRequestError(f"request id {request_id!r} is already open")
             else:
-                request = request.with_id(self._mint(agent_id, request))
+                request_id = self._mint(agent_id, request)
+                request = request.with_id(request_id)
             secs = self._timeout_secs
             deadline = now + secs if secs > 0 else None
+            # The event that reports the opening is also the open set's entry: one object
+            # per prompt, handed to the listener as it is.
+            opened = PromptOpened(agent_id, request, now, deadline)
+            open_[request_id] = opened
             self._opened += 1
-            entry = _Open(agent_id, request, now, deadline, self._opened, waiter)
-            self._open[request.id] = entry
             ids = self._by_agent.get(agent_id)
             if ids is None:
                 ids = self._by_agent[agent_id] = {}
-            ids[request.id] = None
+            ids[request_id] = None
             if deadline is not None:
-                heapq.heappush(self._deadlines, (deadline, entry.seq, request.id))
-            if self._listener is not None:  # no event to build for nobody
-                self._emit(PromptOpened(agent_id, request, now, deadline))
-            return entry
+                self._deadlines.push(opened)
+            if waiter is not None:
+                self._waiters[request_id] = waiter
+            if self._listener is not None:
+                self._emit(opened)
+            return opened
 
     def _mint(self, agent_id: str, request: InteractionRequest) -> str:
         """Mint the next free id; called under the lock."""
@@ -362,42 +375,47 @@ class InteractionHub:
 
     def _settle(
         self, request_id: str, how: Settlement, response: InteractionResponse | None
-    ) -> _Open | None:
+    ) -> PromptSettled | None:
         """Take ``request_id`` out of the open set and report it; the one way out.
 
         Called under the lock, which makes the first settlement win: a later one finds the
         request gone and returns None. ``response`` None means the neutral response.
         """
-        if request_id not in self._open:
+        opened = self._open.get(request_id)
+        if opened is None:
             return None
-        at = self._clock.now()  # may raise: read it before the first change of state
-        entry = self._open.pop(request_id)
-        agent_ids = self._by_agent[entry.agent_id]
+        at = self._now()  # may raise: read it before the first change of state
+        del self._open[request_id]
+        agent_id = opened.agent_id
+        agent_ids = self._by_agent[agent_id]
         del agent_ids[request_id]
         if not agent_ids:
-            del self._by_agent[entry.agent_id]
+            del self._by_agent[agent_id]
         if how is Settlement.ANSWERED:
             self._answered += 1
         elif how is Settlement.CANCELLED:
             self._cancelled += 1
         else:
             self._expired += 1
+        if response is None:
+            response = InteractionResponse.neutral(request_id)
         event = PromptSettled(
-            entry.agent_id,
-            request_id,
-            how,
-            response if response is not None else InteractionResponse.neutral(request_id),
-            entry.opened_at,
-            at,
-            entry.request.kind,
+            agent_id, request_id, how, response, opened.at, at, opened.request.kind
         )
-        entry.settled = event
-        self._remember(event)
-        self._compact_deadlines()
-        if entry.waiter is not None:
-            entry.waiter.set()
-        self._emit(event)
-        return entry
+        recent = self._recent
+        recent[request_id] = event
+        if len(recent) >= _RECENT_SETTLEMENTS:
+            self._older, self._recent = recent, {}
+        if opened.deadline is not None:
+            self._deadlines.forget(opened)
+        if self._waiters:
+            waiter = self._waiters.pop(request_id, None)
+            if waiter is not None:
+                waiter.settled = event
+                waiter.event.set()
+        if self._listener is not None:
+            self._emit(event)
+        return event
 
     def _settle_and_nudge(
         self, request_id: str, how: Settlement, response: InteractionResponse | None
@@ -418,60 +436,32 @@ class InteractionHub:
             self._nudge()
         return count
 
-    def _wait(self, entry: _Open) -> PromptSettled:
-        """Wait, off the lane, until ``entry`` settles, expiring it at its deadline on a real
-        clock; the one place a thread waits for a person."""
-        waiter = entry.waiter
-        assert waiter is not None
-        deadline = entry.deadline
+    def _wait(self, opened: PromptOpened, waiter: _Waiter) -> PromptSettled:
+        """Wait, off the lane, until ``opened`` settles, expiring it at its deadline on a
+        real clock; the one place a thread waits for a person."""
+        deadline = opened.deadline
+        event = waiter.event
         with off_lane():
             if deadline is None or self._clock.virtual:
-                waiter.wait()
+                event.wait()
             else:
                 # In slices no longer than a lock can wait for: a deadline 1e300 s away
                 # (`timeout_secs=1e300`) waits, it does not raise OverflowError.
-                while not waiter.wait(min(_LONGEST_WAIT, max(0.0, deadline - self._clock.now()))):
-                    if self._clock.now() >= deadline:
-                        self._expire(entry)
+                while not event.wait(min(_LONGEST_WAIT, max(0.0, deadline - self._now()))):
+                    if self._now() >= deadline:
+                        self._expire(opened)
                         break
-        assert entry.settled is not None
-        return entry.settled
+        assert waiter.settled is not None
+        return waiter.settled
 
-    def _expire(self, entry: _Open) -> None:
-        """Expire ``entry`` if it is still the open request with its id (an answer may have won)."""
+    def _expire(self, opened: PromptOpened) -> None:
+        """Expire ``opened`` if it is still the open request with its id (an answer may
+        have won)."""
         with self._lock:
-            if self._open.get(entry.request.id) is not entry:
+            if self._open.get(opened.request.id) is not opened:
                 return
-            self._settle(entry.request.id, Settlement.EXPIRED, None)
+            self._settle(opened.request.id, Settlement.EXPIRED, None)
         self._nudge()
-
-    def _live_top(self) -> tuple[float, int, str] | None:
-        """Drop stale items off the deadline heap and return the earliest live one."""
-        heap = self._deadlines
-        while heap:
-            entry = self._open.get(heap[0][2])
-            if entry is not None and entry.seq == heap[0][1]:
-                return heap[0]
-            heapq.heappop(heap)
-        return None
-
-    def _compact_deadlines(self) -> None:
-        """Rebuild the heap without stale items once they outnumber the live ones."""
-        heap = self._deadlines
-        if len(heap) < _HEAP_COMPACT_MIN or len(heap) <= 2 * len(self._open):
-            return
-        open_ = self._open
-        live = [it for it in heap if (e := open_.get(it[2])) is not None and e.seq == it[1]]
-        heapq.heapify(live)
-        self._deadlines = live
-
-    def _remember(self, event: PromptSettled) -> None:
-        """Keep ``event`` for ``try_settlement``, forgetting the oldest beyond the bound."""
-        recent = self._recent
-        recent.pop(event.request_id, None)
-        recent[event.request_id] = event
-        if len(recent) > _RECENT_SETTLEMENTS:
-            del recent[next(iter(recent))]
 
     def _emit(self, event: HubEvent) -> None:
         """Report ``event`` to the listener, under the lock; a failing listener is logged."""
