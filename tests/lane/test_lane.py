@@ -26,7 +26,7 @@ from components import InteractionRequest, InteractionResponse, LaneStats, ToolC
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError, LaneClosedError
 from runtime.hub import InteractionHub
-from runtime.hub import core as hub_module
+from runtime.hub import interaction_hub as hub_module
 from runtime.lane import ToolJob, ToolLane, ToolOutcome, off_lane
 from runtime.lane.core import Entry
 from runtime.tools import ShellTool, ToolRegistry
