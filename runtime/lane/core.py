@@ -149,6 +149,27 @@ class LaneCore:
             self._queued += 1
             return False
 
+    def _admit_all(self, entries: list[Entry]) -> list[Entry] | None:
+        """`_admit` for many entries under one hold of the lock, in order; None if closed,
+        else the entries the caller must launch."""
+        launch: list[Entry] = []
+        with self._lock:
+            if self._closed:
+                return None
+            for entry in entries:
+                self._enqueued += 1
+                if entry.state != _QUEUED:
+                    self._abandoned += 1
+                elif self._busy < self._capacity:
+                    self._start(entry)
+                    if self._hand_off(entry):
+                        launch.append(entry)
+                else:
+                    entry.in_queue = True
+                    self._queue.append(entry)
+                    self._queued += 1
+        return launch
+
     def _release(self, entry: Entry, kind: str) -> Entry | None:
         """Count a job as ended; return the next job the caller should run, if any."""
         with self._lock:
