@@ -45,7 +45,7 @@ class Wake:
             # by the vs_asyncio benchmark: ~8 ms per notify).
             return
         self._permit = True
-        try:
+        try:  # noqa: SIM105 (contextlib.suppress would add a context manager to the wake-up)
             self._signal.release()
         except RuntimeError:
             pass  # two notifies raced past the check: the other stored the permit
