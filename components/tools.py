@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._frozen import fast_frozen_init
+
 __all__ = ["ToolCall", "ToolResult"]
 
 
@@ -18,6 +20,7 @@ class ToolCall:
     args: Mapping[str, Any] = field(default_factory=dict)
 
 
+@fast_frozen_init  # one per tool call, on the lane's thread
 @dataclass(frozen=True, slots=True)
 class ToolResult:
     """What one call produced: ``output`` (a JSON value) or an ``error`` message."""

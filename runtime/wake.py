@@ -17,32 +17,38 @@ class Wake:
     into a single wake-up.
     """
 
-    __slots__ = ("_cond", "_notifies", "_permit", "_wakeups")
+    __slots__ = ("_notifies", "_permit", "_signal", "_wakeups")
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        # Invariant: the permit is taken (set False) only by `wait`, under `_cond`, so a
-        # notify can never fall between "checked the permit" and "cleared the permit".
+        # The permit is a plain lock: released = a permit is stored, held = none. Giving
+        # and taking it are then one C call each (`release`, `acquire` with a timeout),
+        # where a `Condition` built a lock per wait and ran its notify in Python: ~7 µs of
+        # the wake-up path when the CPU is cold after the loop parked (wake_latency).
+        self._signal = threading.Lock()
+        self._signal.acquire()
+        # Invariant: `_permit` is True from a notify's first step until the waiter that takes
+        # the signal clears it, so a notify that sees it True may skip the lock: the next
+        # `wait` returns at once, or the one returning now ticks after the caller's change.
         self._permit = False
         self._notifies = 0
         self._wakeups = 0
 
     def notify(self) -> None:
         """Store the permit and wake the waiter, if any. Safe from any thread."""
+        # The count is a statistic; a lost increment between threads is harmless.
+        self._notifies += 1
         if self._permit:
-            # Fast path, no lock: a permit is stored, so the next `wait` returns at once and
-            # the tick after it sees whatever the caller changed before calling us (the
-            # permit can only be taken after this read). Taking the lock here made every
-            # lane worker queue behind a tick thread that held it while waiting for the GIL
-            # (a lock convoy measured by the vs_asyncio benchmark: ~8 ms per notify).
-            # The count is a statistic; a lost increment between threads is harmless.
-            self._notifies += 1
+            # Fast path: a permit is stored (or about to be), so the next `wait` returns at
+            # once and the tick after it sees whatever the caller changed before calling
+            # us. Nothing here may block: a lock here once made every lane worker queue
+            # behind a tick thread that held it while waiting for the GIL (a convoy measured
+            # by the vs_asyncio benchmark: ~8 ms per notify).
             return
-        with self._cond:
-            self._notifies += 1
-            if not self._permit:
-                self._permit = True
-                self._cond.notify()
+        self._permit = True
+        try:  # noqa: SIM105 (contextlib.suppress would add a context manager to the wake-up)
+            self._signal.release()
+        except RuntimeError:
+            pass  # two notifies raced past the check: the other stored the permit
 
     def wait(self, timeout: float | None = None) -> bool:
         """Take the permit, waiting up to ``timeout`` seconds (``None``: forever).
@@ -54,16 +60,15 @@ class Wake:
         """
         if timeout is not None and not timeout >= 0:
             raise ValueError(f"`timeout` must be >= 0 or None, got {timeout}")
-        if timeout is not None and timeout > threading.TIMEOUT_MAX:
-            timeout = None  # longer than a lock can wait (OverflowError): as good as forever
-        with self._cond:
-            if not self._permit:
-                self._cond.wait(timeout)
-            taken = self._permit
+        if timeout is None or timeout > threading.TIMEOUT_MAX:
+            # Longer than a lock can wait (OverflowError): as good as forever.
+            taken = self._signal.acquire()
+        else:
+            taken = self._signal.acquire(timeout=timeout)
+        if taken:
             self._permit = False
-            if taken:
-                self._wakeups += 1
-            return taken
+            self._wakeups += 1
+        return taken
 
     def pending(self) -> bool:
         """Whether a permit is stored (a wait would return at once)."""

@@ -26,18 +26,29 @@ class DispatchWork(esper.Processor):
         work, state.to_dispatch = state.to_dispatch, []
         probe = state.probe  # telemetry: sees each item as it goes out
         host_actions = state.host_actions
-        for rec, action in work:
-            if rec.status.kind.is_terminal:
-                continue
-            try:
-                if action.__class__ in host_actions:
-                    state.host.run_action(rec, action)  # a host action: its handler, now
+        # Live effects hold the tick's lane jobs and hand each lane all of them at once
+        # (one lock round trip per lane, not per job); a replay's effects start nothing.
+        hold = getattr(state.effects, "hold", None)
+        if hold is not None and len(work) > 1:
+            hold()
+        else:
+            hold = None
+        try:
+            for rec, action in work:
+                if rec.status.kind.is_terminal:
                     continue
-                _dispatch(state, rec, action)
-                if probe is not None:
-                    probe.dispatched(rec, action)
-            except BaseException as exc:  # fails this agent only, whatever it is
-                fail(state, rec, exc, "DispatchWork")
+                try:
+                    if action.__class__ in host_actions:
+                        state.host.run_action(rec, action)  # a host action: its handler, now
+                        continue
+                    _dispatch(state, rec, action)
+                    if probe is not None:
+                        probe.dispatched(rec, action)
+                except BaseException as exc:  # fails this agent only, whatever it is
+                    fail(state, rec, exc, "DispatchWork")
+        finally:
+            if hold is not None:
+                state.effects.release()  # type: ignore[attr-defined]
         if host_actions:
             state.host.end_actions()  # the handlers' structural changes, batched
 

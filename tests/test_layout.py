@@ -65,12 +65,12 @@ def _room(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def test_the_runtime_root_holds_only_the_foundation_the_hub_and_the_rooms() -> None:
+def test_the_runtime_root_holds_only_the_foundation_and_the_rooms() -> None:
     root = ROOT / "runtime"
     files = {p.stem for p in root.glob("*.py")} - {"__init__"}
     dirs = {p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert files == FOUNDATION | {"hub"}
-    assert dirs == set(ROOMS) - {"hub"}
+    assert files == FOUNDATION
+    assert dirs == set(ROOMS)
 
 
 def test_no_room_imports_a_room_above_it() -> None:

@@ -65,3 +65,27 @@ def test_a_notify_that_lands_between_waits_is_not_lost():
 def test_a_negative_timeout_is_refused_with_its_value():
     with pytest.raises(ValueError, match="-1"):
         Wake().wait(timeout=-1)
+
+
+def test_racing_notifies_store_exactly_one_permit_and_every_park_is_woken():
+    wake = Wake()
+    barrier = threading.Barrier(4)
+
+    def burst() -> None:
+        barrier.wait(5.0)
+        for _ in range(2_000):
+            wake.notify()
+
+    threads = [threading.Thread(target=burst) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5.0)
+    assert wake.notifies <= 8_000
+    assert wake.wait(0) is True  # the bursts stored a permit...
+    assert wake.wait(0) is False  # ...one, however many notifies raced for it
+    for _ in range(200):  # park, get woken by another thread, again and again
+        notifier = threading.Timer(0.0, wake.notify)
+        notifier.start()
+        assert wake.wait(5.0) is True
+        notifier.join(5.0)

@@ -123,8 +123,7 @@ class LaneCore:
         # counters is that same (frozen) object. The tick mirrors every lane's stats every
         # tick, and building a 15-field frozen dataclass cost more than the rest of an
         # idle tick's systems together.
-        self._last_key: tuple[int, ...] | None = None
-        self._last_stats: LaneStats | None = None
+        self._last: tuple[tuple[int, ...], LaneStats] | None = None
 
     def _launch(self, entry: Entry) -> None:
         raise NotImplementedError
@@ -148,6 +147,27 @@ class LaneCore:
             self._queue.append(entry)
             self._queued += 1
             return False
+
+    def _admit_all(self, entries: list[Entry]) -> list[Entry] | None:
+        """`_admit` for many entries under one hold of the lock, in order; None if closed,
+        else the entries the caller must launch."""
+        launch: list[Entry] = []
+        with self._lock:
+            if self._closed:
+                return None
+            for entry in entries:
+                self._enqueued += 1
+                if entry.state != _QUEUED:
+                    self._abandoned += 1
+                elif self._busy < self._capacity:
+                    self._start(entry)
+                    if self._hand_off(entry):
+                        launch.append(entry)
+                else:
+                    entry.in_queue = True
+                    self._queue.append(entry)
+                    self._queued += 1
+        return launch
 
     def _release(self, entry: Entry, kind: str) -> Entry | None:
         """Count a job as ended; return the next job the caller should run, if any."""
@@ -293,29 +313,40 @@ class LaneCore:
                 self._draining -= 1
 
     def _snapshot(self) -> LaneStats:
+        # Without the lock first: the tick mirrors every lane every tick, and most ticks no
+        # lane moved. Counters read while another thread changes them may be torn, but a
+        # torn read can only match the last key if every field reads as it was then, and the
+        # snapshot handed back is that earlier, consistent one; anything else takes the lock.
+        last = self._last
+        if last is not None and self._key() == last[0]:
+            return last[1]
         with self._lock:
-            # The order of LaneStats' fields after `name`.
-            key = (
-                self._capacity,
-                self._queued,
-                self._busy,
-                self._parked,
-                self._enqueued,
-                self._started,
-                self._finished,
-                self._abandoned,
-                self._failed,
-                self._dropped,
-                self._parks,
-                self._resumes,
-                self._peak_busy,
-                self._threads,
-            )
-            stats = self._last_stats
-            if stats is None or key != self._last_key:
-                stats = self._last_stats = LaneStats(self._name, *key)
-                self._last_key = key
+            key = self._key()
+            last = self._last
+            if last is not None and key == last[0]:
+                return last[1]
+            stats = LaneStats(self._name, *key)
+            self._last = (key, stats)  # one reference: key and snapshot are read together
             return stats
+
+    def _key(self) -> tuple[int, ...]:
+        # The order of LaneStats' fields after `name`.
+        return (
+            self._capacity,
+            self._queued,
+            self._busy,
+            self._parked,
+            self._enqueued,
+            self._started,
+            self._finished,
+            self._abandoned,
+            self._failed,
+            self._dropped,
+            self._parks,
+            self._resumes,
+            self._peak_busy,
+            self._threads,
+        )
 
     # The helpers below run with `_lock` held.
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from components import ToolCall, ToolResult
+from components._frozen import fast_frozen_init
 from runtime.cancel import CancelToken
 
 __all__ = ["ToolJob", "ToolOutcome"]
@@ -27,6 +28,7 @@ class ToolJob:
     cancel: CancelToken = field(default_factory=CancelToken)
 
 
+@fast_frozen_init  # one per finished job, on the lane's thread
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
     """What a finished job delivers: its results and how long it ran, in seconds.
@@ -41,3 +43,33 @@ class ToolOutcome:
     results: tuple[ToolResult, ...]
     elapsed: float
     error: str | None = None
+
+
+def _fast_job_init(cls: type[ToolJob]) -> type[ToolJob]:
+    """Give `ToolJob` the ``__init__`` of `fast_frozen_init` (its fields set through their
+    slots), which that decorator cannot make for ``cancel``'s ``default_factory``: one job
+    is made per dispatched batch on the tick thread (two in lockstep)."""
+    set_agent, set_batch, set_run, set_calls, set_cancel = (
+        cls.__dict__[name].__set__ for name in ("agent_id", "batch_id", "run", "calls", "cancel")
+    )
+
+    def __init__(
+        self: ToolJob,
+        agent_id: str,
+        batch_id: str,
+        run: Callable[[CancelToken], Sequence[ToolResult]],
+        calls: tuple[ToolCall, ...] = (),
+        cancel: CancelToken | None = None,
+    ) -> None:
+        set_agent(self, agent_id)
+        set_batch(self, batch_id)
+        set_run(self, run)
+        set_calls(self, calls)
+        set_cancel(self, CancelToken() if cancel is None else cancel)
+
+    __init__.__qualname__ = "ToolJob.__init__"
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    return cls
+
+
+_fast_job_init(ToolJob)

@@ -145,6 +145,25 @@ class ToolLane(LaneCore):
         if launch:
             self._launch(entry)
 
+    def submit_all(self, jobs: Sequence[ToolJob]) -> None:
+        """Queue every job of ``jobs``, in order, as ``submit`` would one by one, taking the
+        lane's lock once for them all (a tick's jobs: one lock round trip, not one per job,
+        against workers that contend for the same lock). Never blocks.
+
+        Raises:
+            LaneClosedError: the lane has been closed; none of ``jobs`` was queued.
+        """
+        entries = [Entry(self, job) for job in jobs]
+        for entry in entries:
+            entry.job.cancel.add_callback(entry)  # before visible to workers, as in `submit`
+        launch = self._admit_all(entries)
+        if launch is None:
+            for entry in entries:
+                entry.job.cancel.remove_callback(entry)
+            raise LaneClosedError(f"lane {self._name!r} is closed; {len(entries)} jobs refused")
+        for entry in launch:
+            self._launch(entry)
+
     def stats(self) -> LaneStats:
         """Return a consistent snapshot of the lane's counters."""
         return self._snapshot()

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from components import InteractionRequest, InteractionResponse
+from components._frozen import fast_frozen_init
 from runtime.cancel import CancelToken
 from runtime.errors import ConfigError
 
@@ -59,6 +60,7 @@ class Tool(Protocol):
         ...
 
 
+@fast_frozen_init  # one per tool call, on the lane's thread
 @dataclasses.dataclass(frozen=True, slots=True)
 class ToolContext:
     """What one tool call knows about where it runs: who, which call, its token, the hub."""

@@ -193,7 +193,9 @@ class ToolRegistry:
     ) -> ToolResult:
         """Run one call and return its result; every failure is an error result.
 
-        The tool gets a child of ``cancel`` that also fires at the tool's timeout.
+        A tool with a timeout gets a child of ``cancel`` that also fires at the timeout; one
+        without runs on ``cancel`` itself (a child token and its link per call cost a lock
+        round trip each on the hot path, and nothing but a timeout could fire it alone).
 
         Raises:
             Cancelled: ``cancel`` fired and the tool stopped because of it.
@@ -201,20 +203,25 @@ class ToolRegistry:
         tool = self._tools.get(call.name)
         if tool is None:
             return ToolResult(call.id, error=f"unknown tool {call.name!r}")
+        timeout = tool.timeout
+        if timeout is None:
+            result = _invoke(tool, call, ToolContext(agent_id, call.id, cancel, hub))
+            if result is None:
+                raise Cancelled(cancel.reason or "cancelled")
+            return result
         token = CancelToken()
 
         def follow(parent: CancelToken) -> None:
             token.cancel(parent.reason or "cancelled")
 
         cancel.add_callback(follow)  # not `cancel.child()`: this link must be undone after
-        timeout = tool.timeout
-        message = f"tool timed out after {timeout:g}s" if timeout is not None else ""
-        deadline = None if timeout is None else schedule(timeout, token, message)
+        message = f"tool timed out after {timeout:g}s"
+        deadline = schedule(timeout, token, message)
         try:
             result = _invoke(tool, call, ToolContext(agent_id, call.id, token, hub))
         finally:
             cancel.remove_callback(follow)
-            overran = deadline is not None and deadline.cancel()
+            overran = deadline.cancel()
         if overran:
             return ToolResult(call.id, error=message)
         if result is None:

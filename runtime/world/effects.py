@@ -17,7 +17,7 @@ from typing import Any
 
 from components import InteractionRequest, ToolCall, ToolResult
 from runtime.cancel import Cancelled, CancelToken
-from runtime.errors import DuplicateRequestError, ModelError
+from runtime.errors import DuplicateRequestError, LaneClosedError, ModelError
 from runtime.hub import InteractionHub
 from runtime.lane.jobs import ToolJob, ToolOutcome
 from runtime.lane.tool_lane import ToolLane
@@ -143,11 +143,16 @@ class LiveEffects:
         self._usage = usage if usage is not None else UsageMeter()
         self._lockstep = lockstep
         self._now = now if now is not None else _time_zero
-        # Lane jobs asked for during a journaled tick, held until the tick is committed.
+        # Lane jobs asked for while held (`hold`), submitted at the last `release`.
         self._held: list[tuple[ToolLane, ToolJob]] | None = None
+        self._holds = 0  # `hold` calls not yet released: holds nest
 
     def hold(self) -> None:
-        """Hold lane jobs from now until ``release``.
+        """Hold lane jobs from now until the matching ``release``; holds nest.
+
+        DispatchWork holds a tick's jobs so that each lane takes them under one lock
+        (`ToolLane.submit_all`) instead of one lock round trip per job, which workers
+        finishing jobs contend for.
 
         A journaled world holds a tick's jobs until the journal has committed the tick: a
         job started earlier could do its work and then be lost with the tick if the process
@@ -156,13 +161,32 @@ class LiveEffects:
         lockstep a held job is tracked from the moment it is asked for; the next tick, which
         waits for it, starts only after the release.
         """
-        self._held = []
+        self._holds += 1
+        if self._held is None:
+            self._held = []
 
     def release(self) -> None:
-        """Submit the held jobs, in the order they were asked for, and stop holding."""
+        """End a ``hold``; the last one submits the held jobs, lane by lane, each lane's in
+        the order they were asked for, and stops holding."""
+        if self._holds > 1:
+            self._holds -= 1
+            return
+        self._holds = 0
         held, self._held = self._held, None
-        for lane, job in held or ():
-            self._start(lane, job)
+        if not held:
+            return
+        if len(held) == 1:
+            self._start(*held[0])
+            return
+        by_lane: dict[int, tuple[ToolLane, list[ToolJob]]] = {}
+        for lane, job in held:
+            group = by_lane.get(id(lane))
+            if group is None:
+                by_lane[id(lane)] = (lane, [job])
+            else:
+                group[1].append(job)
+        for lane, jobs in by_lane.values():
+            self._start_all(lane, jobs)
 
     def think(self, agent_id: str, ref: str, request: ModelRequest, cancel: CancelToken) -> None:
         model = self._models.get(request.model)
@@ -230,6 +254,25 @@ class LiveEffects:
         except BaseException:
             if self._lockstep is not None:
                 self._lockstep.untrack(job)
+            raise
+
+    def _start_all(self, lane: ToolLane, jobs: list[ToolJob]) -> None:
+        """Submit ``jobs`` to ``lane`` together. A closed lane refuses them all: each job's
+        agent gets an outcome saying so, through the inbox, rather than a tick that raises
+        for every agent whose work was held with it."""
+        try:
+            lane.submit_all(jobs)
+        except LaneClosedError as exc:
+            error = str(exc)
+            for job in jobs:
+                if self._lockstep is not None:
+                    self._lockstep.untrack(job)
+                results = tuple(ToolResult(call.id, error=error) for call in job.calls)
+                self._inbox.put(ToolOutcome(job.agent_id, job.batch_id, results, 0.0, error))
+        except BaseException:
+            if self._lockstep is not None:
+                for job in jobs:
+                    self._lockstep.untrack(job)
             raise
 
     def open_prompt(self, agent_id: str, request: InteractionRequest) -> None:

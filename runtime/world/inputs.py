@@ -162,8 +162,18 @@ class Inbox:
             self._wake.notify()
         return seq
 
-    def drain(self) -> list[tuple[int, object]]:
-        """Take every queued input, in sequence order (without gaps)."""
+    def drain(self, limit: int | None = None) -> list[tuple[int, object]]:
+        """Take every queued input (at most ``limit`` of them), in sequence order, without
+        gaps; inputs left over stay first in line for the next drain.
+
+        A limit keeps one tick from applying a flood of inputs at once (10,000 spawns, say)
+        while lanes sit idle until it ends: the flood goes out in slices, tick by tick.
+
+        Raises:
+            ValueError: ``limit`` is below 1.
+        """
+        if limit is not None and limit < 1:
+            raise ValueError(f"`limit` must be >= 1 or None, got {limit}")
         arrived, items = self._arrived, self._held
         try:
             while True:
@@ -175,8 +185,9 @@ class Inbox:
         items.sort(key=_seq_of)  # already in order unless two puts raced
         expected = self._next
         count = 0
+        bound = len(items) if limit is None else min(limit, len(items))
         for seq, _item in items:
-            if seq != expected:
+            if seq != expected or count == bound:
                 break
             expected += 1
             count += 1

@@ -23,10 +23,10 @@ from hypothesis.stateful import (
 )
 
 from components import InteractionRequest, InteractionResponse, LaneStats, ToolCall, ToolResult
-from runtime import hub as hub_module
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError, LaneClosedError
 from runtime.hub import InteractionHub
+from runtime.hub import interaction_hub as hub_module
 from runtime.lane import ToolJob, ToolLane, ToolOutcome, off_lane
 from runtime.lane.core import Entry
 from runtime.tools import ShellTool, ToolRegistry
@@ -105,6 +105,41 @@ def blocker(started: threading.Event | None, release: threading.Event, batch_id:
         return result(batch_id)
 
     return run
+
+
+def test_submit_all_queues_jobs_in_order_as_submit_would_one_by_one(make_lane):
+    outcomes, release = Outcomes(), threading.Event()
+    lane = make_lane(1, on_outcome=outcomes)
+    order: list[str] = []
+
+    def job(batch_id: str) -> ToolJob:
+        def run(cancel: CancelToken) -> list[ToolResult]:
+            order.append(batch_id)
+            assert release.wait(WAIT), "never released"
+            return result(batch_id)
+
+        return ToolJob("a1", batch_id, run)
+
+    gone = job("gone")
+    gone.cancel.cancel("before it was submitted")
+    lane.submit_all([job("b0"), gone, job("b1"), job("b2")])
+    s = lane.stats()
+    assert (s.enqueued, s.started, s.abandoned, s.queued) == (4, 1, 1, 2)
+    release.set()
+    assert sorted(o.batch_id for o in outcomes.take(3)) == ["b0", "b1", "b2"]
+    assert order == ["b0", "b1", "b2"]  # the queue kept the order they were handed in
+    wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
+    check_balance(lane.stats())
+
+
+def test_a_closed_lane_refuses_a_whole_submit_all_and_keeps_no_callback(make_lane):
+    lane = make_lane(2)
+    lane.close()
+    jobs = [ToolJob("a1", f"b{i}", lambda c: []) for i in range(3)]
+    with pytest.raises(LaneClosedError, match="'tools' is closed; 3 jobs refused"):
+        lane.submit_all(jobs)
+    assert all(job.cancel._callbacks == [] for job in jobs)
+    assert lane.stats().enqueued == 0
 
 
 def test_the_lane_runs_batches_and_reports_each_one_then_nudges_the_wake(make_lane):

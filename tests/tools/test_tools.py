@@ -110,6 +110,37 @@ def test_a_tool_past_its_timeout_is_reported_and_its_token_fires():
     assert not batch.cancelled  # the call's token is a child: the batch goes on
 
 
+def test_a_tool_without_a_timeout_runs_on_its_batch_token_and_leaves_no_callback_on_it():
+    tools = ToolRegistry()
+    seen: list[CancelToken] = []
+
+    @tools.tool
+    def plain(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        seen.append(ctx.cancel)
+        return 1
+
+    batch = CancelToken()
+    assert tools.run_batch(
+        [ToolCall("c1", "plain"), ToolCall("c2", "plain")], agent_id="a", cancel=batch
+    ) == [ToolResult("c1", output=1), ToolResult("c2", output=1)]
+    assert seen == [batch, batch]  # no child token (and its link) per call
+    assert batch._callbacks == []
+
+
+def test_a_tool_without_a_timeout_stopped_by_its_batch_token_is_cancelled_not_an_error():
+    tools = ToolRegistry()
+    batch = CancelToken()
+
+    @tools.tool
+    def obedient(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        batch.cancel("interrupted by user")
+        ctx.cancel.raise_if_cancelled()
+        return "not reached"
+
+    with pytest.raises(Cancelled, match="interrupted by user"):
+        tools.run_call(ToolCall("c1", "obedient"), agent_id="a", cancel=batch)
+
+
 def test_a_tool_that_ignores_its_token_overruns_but_still_reports_the_timeout():
     tools = ToolRegistry()
     never = threading.Event()

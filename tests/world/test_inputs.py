@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from runtime.wake import Wake
 from runtime.world.inputs import Inbox
 
@@ -54,3 +56,21 @@ def test_inputs_put_from_many_threads_drain_in_sequence_order_without_gaps():
     for index in range(threads):  # each producer's inputs keep their own order
         mine = [item for _, item in drained if item[0] == index]  # type: ignore[index]
         assert mine == [(index, i) for i in range(per_thread)]
+
+
+def test_a_drain_with_a_limit_takes_the_first_inputs_and_leaves_the_rest_first_in_line():
+    inbox = Inbox()
+    for x in "abcde":
+        inbox.put(x)
+    assert inbox.drain(limit=2) == [(1, "a"), (2, "b")]
+    assert len(inbox) == 3
+    inbox.put("f")
+    assert inbox.drain(limit=2) == [(3, "c"), (4, "d")]
+    assert inbox.drain() == [(5, "e"), (6, "f")]
+    assert inbox.drain(limit=1) == []
+
+
+def test_a_drain_limit_below_one_is_refused_with_its_value():
+    inbox = Inbox()
+    with pytest.raises(ValueError, match="`limit` must be >= 1 or None, got 0"):
+        inbox.drain(limit=0)

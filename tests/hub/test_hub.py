@@ -890,3 +890,29 @@ def test_with_id_copies_every_field_of_a_request():
         "required",
         "payload",
     ]
+
+
+def test_the_latest_ten_thousand_settlements_are_remembered_and_older_ones_forgotten():
+    hub = InteractionHub(clock=ManualClock(), timeout_secs=0)
+    for i in range(25_000):
+        hub.open("a", InteractionRequest.free_text(f"q{i}", "go on?"))
+        hub.answer(InteractionResponse.text(f"q{i}", str(i)))
+    latest = [hub.try_settlement(f"q{i}") for i in range(15_000, 25_000)]
+    assert [s.response.value if s else None for s in latest] == [
+        str(i) for i in range(15_000, 25_000)
+    ]
+    assert hub.try_settlement("q0") is None  # bounded: the oldest are gone
+    assert len(hub._recent) + len(hub._older) <= 20_000
+
+
+def test_a_reopened_id_is_remembered_by_its_latest_settlement():
+    hub = InteractionHub(clock=ManualClock(), timeout_secs=0)
+    hub.open("a", InteractionRequest.free_text("same", "first?"))
+    hub.answer(InteractionResponse.text("same", "first"))
+    for i in range(10_000):  # the first settlement moves to the older generation
+        hub.open("a", InteractionRequest.free_text(f"q{i}", "go on?"))
+        hub.cancel(f"q{i}")
+    hub.open("a", InteractionRequest.free_text("same", "second?"))
+    hub.answer(InteractionResponse.text("same", "second"))
+    settled = hub.try_settlement("same")
+    assert settled is not None and settled.response.value == "second"

@@ -1,17 +1,16 @@
-"""Agent transitions shared by the systems: turns start, end, fail, resume, get cancelled.
+"""Agent transitions: turns start, end, fail, resume, get cancelled; agents are created.
 
-Every change of an agent's status or turn goes through here, so the invariants hold in one
-place: a terminal agent is never revived; a paused agent keeps PAUSED (the status it would
-have goes to ``paused_from``); every change is ``touch``ed for the digest; history changes
-go through ``add_history``, which keeps the history's hash foldable (see ``history_hash``).
+Every change of an agent's turn goes through here, so the invariants hold in one place: a
+terminal agent is never revived; a paused agent keeps PAUSED (the status it would have goes
+to ``paused_from``, see `systems.lifecycle.status`); every change is ``touch``ed for the
+digest; history changes go through ``add_history`` (`systems.lifecycle.history`), which
+keeps the history's hash foldable (see ``history_hash``).
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import logging
-import math
 from collections import deque
 from typing import Any
 
@@ -20,106 +19,42 @@ import esper
 from components import (
     Agent,
     AgentSpec,
-    Entry,
     History,
-    InteractionKind,
     Phase,
     Status,
     StatusKind,
     ToolResult,
     TurnState,
-    WaitReason,
 )
 from runtime.cancel import CancelToken, InterruptHandle
 from runtime.world import sigint
 from runtime.world.actions import HistoryView, Turn
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
+from .history import add_history, as_text, record_tool_results
+from .status import set_active, set_idle, set_waiting_on_children
+
 __all__ = [
     "CANCELLED_CALL",
     "abandon_turn",
-    "add_history",
     "await_children",
+    "check_join",
     "create_agent",
-    "derive_status",
+    "describe",
     "end_turn",
     "fail",
     "finish",
     "mint",
-    "record_tool_results",
+    "queue_message",
     "resume_with",
-    "set_active",
     "start_turn",
     "turn_token",
 ]
 
 log = logging.getLogger("tickwork.lifecycle")
 
-_PROMPT_REASONS = (WaitReason.USER_PROMPT, WaitReason.TOOL_APPROVAL)
-
 CANCELLED_CALL = "cancelled before completion"
 """The result of a tool call whose agent was cancelled before the call had one."""
-
-
-def as_text(value: Any) -> str:
-    """A message or output as history text: strings as they are, the rest as JSON."""
-    if isinstance(value, str):
-        return value
-    # Scalars the way the JSON encoder writes them, without running it (a tool's output
-    # is often a number); the encoder itself is made once (see `_TEXT`).
-    kind = type(value)
-    if kind is int and -_INT_TEXT < value < _INT_TEXT:
-        return int.__repr__(value)
-    if kind is float and math.isfinite(value):
-        return float.__repr__(value)
-    if kind is bool:
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    try:
-        return _TEXT.encode(value)
-    except (TypeError, ValueError, RecursionError):
-        return _unencodable(value)
-
-
-_INT_TEXT = 10**4300  # CPython's int -> str limit: beyond it even repr() raises
-
-
-def _unencodable(value: Any) -> str:
-    # Only values that never passed the lane's boundary get here (a host posting raw
-    # outcomes); the text must not raise in turn (str() of a 5,000-digit int does).
-    if isinstance(value, int):
-        return f"<int of {value.bit_length()} bits>"
-    try:
-        return str(value)
-    except Exception:
-        return f"<{type(value).__name__}>"
-
-
-# What `json.dumps(value, sort_keys=True, default=str)` uses, made once instead of per call.
-_TEXT = json.JSONEncoder(sort_keys=True, default=str)
-
-
-def add_history(state: WorldState, rec: AgentRecord, role: str, content: str) -> None:
-    """Append an entry to the agent's history.
-
-    The history's hash is not updated here: ``runtime.world.digest.history_hash`` folds the new
-    entries in when a digest needs it. A world that tracks no digests (the default) then
-    never pays for canonical JSON and blake2b per entry on the hot path.
-    """
-    rec.history.entries.append(Entry(role, content))
-    state.touch(rec)
-
-
-def record_tool_results(
-    state: WorldState, rec: AgentRecord, pending: PendingBatch
-) -> list[ToolResult]:
-    """Write one history entry per call of ``pending`` (in call order) and return the results."""
-    results = pending.final()
-    for call, result in zip(pending.calls, results, strict=True):
-        text = as_text(result.output) if result.ok else f"error: {result.error}"
-        add_history(state, rec, "tool", f"{call.name}[{call.id}]: {text}")
-    return results
 
 
 def create_agent(
@@ -167,78 +102,6 @@ def create_agent(
     if message is not None or not interactive:
         start_turn(state, rec, message)
     return rec
-
-
-def set_active(rec: AgentRecord) -> None:
-    """Make the agent ACTIVE, or WAITING if it has open prompts (kept if paused/terminal)."""
-    status = rec.status
-    if status.kind.is_terminal:
-        return
-    kind, reason = StatusKind.ACTIVE, None
-    if rec.prompts:
-        kind, reason = StatusKind.WAITING, _prompt_reason(rec)
-    if status.kind is StatusKind.PAUSED:
-        rec.paused_from = kind
-        return
-    status.kind, status.reason, status.message = kind, reason, ""
-
-
-def derive_status(rec: AgentRecord) -> None:
-    """Set a live, unpaused agent's status from its turn: IDLE between turns, WAITING on
-    children while joining, else ACTIVE (or WAITING on its open prompts)."""
-    phase = rec.turn.phase
-    if phase is Phase.DONE:
-        _set_idle(rec)
-    elif phase is Phase.AWAITING_CHILDREN:
-        _set_waiting_on_children(rec)
-    else:
-        set_active(rec)
-
-
-def _set_waiting_on_children(rec: AgentRecord) -> None:
-    if rec.status.kind is StatusKind.PAUSED:
-        rec.paused_from = StatusKind.WAITING
-    elif not rec.status.kind.is_terminal:
-        rec.status.kind, rec.status.reason = StatusKind.WAITING, WaitReason.CHILDREN
-
-
-def _prompt_reason(rec: AgentRecord) -> WaitReason:
-    assert rec.prompts
-    if InteractionKind.TOOL_APPROVAL in rec.prompts.values():
-        return WaitReason.TOOL_APPROVAL
-    return WaitReason.USER_PROMPT
-
-
-def reflect(rec: AgentRecord) -> bool:
-    """Mirror the agent's open prompts into its status; returns whether it changed.
-
-    The truth table: an open prompt flips ACTIVE to WAITING; no open prompt flips a
-    prompt-WAITING back to ACTIVE; a paused or terminal agent is never flipped.
-    """
-    status = rec.status
-    kind = status.kind
-    if kind.is_terminal or kind is StatusKind.PAUSED:
-        return False
-    if rec.prompts:
-        waiting_on_prompt = kind is StatusKind.WAITING and status.reason in _PROMPT_REASONS
-        if kind is StatusKind.ACTIVE or waiting_on_prompt:
-            reason = _prompt_reason(rec)
-            if kind is StatusKind.WAITING and status.reason is reason:
-                return False
-            status.kind, status.reason = StatusKind.WAITING, reason
-            return True
-        return False
-    if kind is StatusKind.WAITING and status.reason in _PROMPT_REASONS:
-        status.kind, status.reason = StatusKind.ACTIVE, None
-        return True
-    return False
-
-
-def _set_idle(rec: AgentRecord) -> None:
-    if rec.status.kind is StatusKind.PAUSED:
-        rec.paused_from = StatusKind.IDLE
-    else:
-        rec.status.kind, rec.status.reason, rec.status.message = StatusKind.IDLE, None, ""
 
 
 def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
@@ -332,7 +195,7 @@ def end_turn(state: WorldState, rec: AgentRecord, value: Any) -> None:
     if rec.mailbox:
         start_turn(state, rec, rec.mailbox.popleft())
     elif rec.spec.interactive:
-        _set_idle(rec)
+        set_idle(rec)
     else:
         finish(state, rec, StatusKind.COMPLETE, "")
 
@@ -343,7 +206,7 @@ def abandon_turn(state: WorldState, rec: AgentRecord) -> None:
     if rec.mailbox:
         start_turn(state, rec, rec.mailbox.popleft())
     else:
-        _set_idle(rec)
+        set_idle(rec)
 
 
 def queue_message(state: WorldState, rec: AgentRecord, message: Any) -> None:
@@ -422,7 +285,7 @@ def await_children(state: WorldState, rec: AgentRecord, agent_ids: tuple[str, ..
     for agent_id in agent_ids:
         if not state.records[agent_id].status.kind.is_terminal:
             state.joiners.setdefault(agent_id, []).append(rec)
-    _set_waiting_on_children(rec)
+    set_waiting_on_children(rec)
     state.touch(rec)
     check_join(state, rec)
 

@@ -1,0 +1,11 @@
+"""The interaction hub: prompts for a person, with deadlines, cancellation and wake-ups.
+
+`runtime.hub.interaction_hub` holds `InteractionHub`, `runtime.hub.core` its bookkeeping
+(the open set, settlements, the listener) and `runtime.hub.deadlines` the heap of its
+prompts' deadlines. The names below are the room's public face.
+"""
+
+from runtime.hub.core import HubEvent, HubListener, HubStats
+from runtime.hub.interaction_hub import InteractionHub
+
+__all__ = ["HubEvent", "HubListener", "HubStats", "InteractionHub"]

@@ -1,0 +1,298 @@
+"""The interaction hub's bookkeeping: the open set, settlements, the listener and the wake.
+
+Everything here runs under the hub's lock, and the only code it calls out to while holding
+it is the listener (so that events come out in the order the changes happened). Every
+request leaves the open set exactly once, by `HubCore._settle`, and the first settlement to
+take the lock wins. `runtime.hub.interaction_hub.InteractionHub` adds the public operations
+and the blocking ``ask``; `runtime.hub.deadlines` holds the deadlines.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from components.interaction import (
+    InteractionRequest,
+    InteractionResponse,
+    PromptOpened,
+    PromptSettled,
+    Settlement,
+)
+from runtime.clock import Clock, MonotonicClock
+from runtime.errors import ConfigError, DuplicateRequestError
+from runtime.hub.deadlines import DeadlineHeap
+from runtime.wake import Wake
+
+__all__ = ["HubCore", "HubEvent", "HubListener", "HubStats"]
+
+HubEvent: TypeAlias = PromptOpened | PromptSettled
+# `object`, not `None`: whatever a listener returns (an inbox sequence number, say) is ignored.
+HubListener: TypeAlias = Callable[[HubEvent], object]
+
+_log = logging.getLogger("runtime.hub")
+
+# `try_settlement` remembers at least this many of the latest settlements (at most twice
+# as many): two generations of this size, the older dropped whole when the newer fills.
+# Dropping the oldest one by one from a dict (`del d[next(iter(d))]`) costs O(n) per call
+# once deleted slots pile up at the front: ~10 µs a settlement at this size (measured).
+_RECENT_SETTLEMENTS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class HubStats:
+    """A snapshot of the hub's counters: how many prompts opened and how each ended."""
+
+    opened: int
+    answered: int
+    cancelled: int
+    expired: int
+    open: int
+
+
+class _Waiter:
+    """The thread blocked in `ask` on one request: its event, and how the request settled."""
+
+    __slots__ = ("event", "settled")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        # Written once, under the hub lock, before `event` is set.
+        self.settled: PromptSettled | None = None
+
+
+class HubCore:
+    """The open set of a hub and how requests enter and leave it, under one lock."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        timeout_secs: float = 3600.0,
+        listener: HubListener | None = None,
+    ) -> None:
+        self._clock: Clock = clock if clock is not None else MonotonicClock()
+        self._now = self._clock.now
+        self._timeout_secs = _checked_timeout(timeout_secs)
+        self._listener = listener
+        self._wake: Wake | None = None
+        # Reentrant so that a listener calling back into the hub cannot deadlock it; its
+        # nested events still come out in the order the changes happened.
+        self._lock = threading.RLock()
+        # Invariant: `_open` holds exactly the open requests, in opening order, each as the
+        # event that opened it; `_by_agent[a]` holds exactly the ids in `_open` whose agent
+        # is `a` (no empty sets); `_waiters` holds the open requests an `ask` waits on.
+        self._open: dict[str, PromptOpened] = {}
+        self._by_agent: dict[str, dict[str, None]] = {}
+        self._waiters: dict[str, _Waiter] = {}
+        self._deadlines = DeadlineHeap(self._open)
+        # The latest settlements, newest generation first (see `_RECENT_SETTLEMENTS`).
+        self._recent: dict[str, PromptSettled] = {}
+        self._older: dict[str, PromptSettled] = {}
+        self._minted = 0
+        self._opened = 0
+        # One counter per Settlement; plain ints, since a dict keyed by an Enum member
+        # hashes it through a Python-level `__hash__` on every settlement.
+        self._answered = self._cancelled = self._expired = 0
+
+    def set_listener(self, listener: HubListener | None) -> None:
+        """Replace the change listener (``None`` removes it).
+
+        The listener is called while the hub's lock is held, so events of one hub arrive in
+        the exact order the changes happened; it must be quick. If it raises, the error is
+        logged and ignored.
+        """
+        with self._lock:
+            self._listener = listener
+
+    def attach_wake(self, wake: Wake) -> bool:
+        """Attach the wake to nudge on every change; return False if one is attached already."""
+        with self._lock:
+            if self._wake is not None:
+                return False
+            self._wake = wake
+            return True
+
+    @property
+    def timeout_secs(self) -> float:
+        """The deadline given to requests opened from now on, in seconds (0: none)."""
+        return self._timeout_secs
+
+    def set_timeout_secs(self, secs: float) -> None:
+        """Set the deadline for requests opened from now on; 0 waits forever.
+
+        Requests already open keep the deadline they were opened with.
+
+        Raises:
+            ConfigError: ``secs`` is negative or not finite (a ``ValueError``).
+        """
+        self._timeout_secs = _checked_timeout(secs)
+
+    def opened(self) -> list[PromptOpened]:
+        """Every open request as the event that opened it (times included), in opening order."""
+        with self._lock:
+            return list(self._open.values())
+
+    def pending(self) -> list[tuple[str, InteractionRequest]]:
+        """Return ``(agent_id, request)`` for every open request, in opening order."""
+        with self._lock:
+            return [(e.agent_id, e.request) for e in self._open.values()]
+
+    def try_request(self, request_id: str) -> tuple[str, InteractionRequest] | None:
+        """Return ``(agent_id, request)`` for the open request ``request_id``, else None."""
+        with self._lock:
+            entry = self._open.get(request_id)
+            return None if entry is None else (entry.agent_id, entry.request)
+
+    def try_settlement(self, request_id: str) -> PromptSettled | None:
+        """Return how ``request_id`` last settled, or None if unknown or long forgotten.
+
+        Only the most recent settlements are remembered (10,000).
+        """
+        with self._lock:
+            settled = self._recent.get(request_id)
+            return settled if settled is not None else self._older.get(request_id)
+
+    def stats(self) -> HubStats:
+        """Return a snapshot of the counters: opened, answered, cancelled, expired, open."""
+        with self._lock:
+            return HubStats(
+                opened=self._opened,
+                answered=self._answered,
+                cancelled=self._cancelled,
+                expired=self._expired,
+                open=len(self._open),
+            )
+
+    def _open_entry(
+        self, agent_id: str, request: InteractionRequest, waiter: _Waiter | None
+    ) -> PromptOpened:
+        """Add a request to the open set and report it; the one way in."""
+        with self._lock:
+            # Everything that may raise comes before the first change of state.
+            now = self._now()
+            request_id = request.id
+            open_ = self._open
+            if request_id:
+                if request_id in open_:
+                    raise DuplicateRequestError(f"request id {request_id!r} is already open")
+            else:
+                request_id = self._mint(agent_id, request)
+                request = request.with_id(request_id)
+            secs = self._timeout_secs
+            deadline = now + secs if secs > 0 else None
+            # The event that reports the opening is also the open set's entry: one object
+            # per prompt, handed to the listener as it is.
+            opened = PromptOpened(agent_id, request, now, deadline)
+            open_[request_id] = opened
+            self._opened += 1
+            ids = self._by_agent.get(agent_id)
+            if ids is None:
+                ids = self._by_agent[agent_id] = {}
+            ids[request_id] = None
+            if deadline is not None:
+                self._deadlines.push(opened)
+            if waiter is not None:
+                self._waiters[request_id] = waiter
+            if self._listener is not None:
+                self._emit(opened)
+            return opened
+
+    def _mint(self, agent_id: str, request: InteractionRequest) -> str:
+        """Mint the next free id; called under the lock."""
+        while True:
+            self._minted += 1
+            minted = f"{agent_id}-{request.kind._value_}-{self._minted}"  # not .value: a property
+            # Skip an id a caller chose by hand, rather than refuse a request without one.
+            if minted not in self._open:
+                return minted
+
+    def _settle(
+        self, request_id: str, how: Settlement, response: InteractionResponse | None
+    ) -> PromptSettled | None:
+        """Take ``request_id`` out of the open set and report it; the one way out.
+
+        Called under the lock, which makes the first settlement win: a later one finds the
+        request gone and returns None. ``response`` None means the neutral response.
+        """
+        opened = self._open.get(request_id)
+        if opened is None:
+            return None
+        at = self._now()  # may raise: read it before the first change of state
+        del self._open[request_id]
+        agent_id = opened.agent_id
+        agent_ids = self._by_agent[agent_id]
+        del agent_ids[request_id]
+        if not agent_ids:
+            del self._by_agent[agent_id]
+        if how is Settlement.ANSWERED:
+            self._answered += 1
+        elif how is Settlement.CANCELLED:
+            self._cancelled += 1
+        else:
+            self._expired += 1
+        if response is None:
+            response = InteractionResponse.neutral(request_id)
+        event = PromptSettled(
+            agent_id, request_id, how, response, opened.at, at, opened.request.kind
+        )
+        recent = self._recent
+        recent[request_id] = event
+        if len(recent) >= _RECENT_SETTLEMENTS:
+            self._older, self._recent = recent, {}
+        if opened.deadline is not None:
+            self._deadlines.forget(opened)
+        if self._waiters:
+            waiter = self._waiters.pop(request_id, None)
+            if waiter is not None:
+                waiter.settled = event
+                waiter.event.set()
+        if self._listener is not None:
+            self._emit(event)
+        return event
+
+    def _settle_and_nudge(
+        self, request_id: str, how: Settlement, response: InteractionResponse | None
+    ) -> bool:
+        """Settle one request under the lock, then nudge the wake if it was still open."""
+        with self._lock:
+            settled = self._settle(request_id, how, response) is not None
+        if settled:
+            self._nudge()
+        return settled
+
+    def _cancel_all(self, ids: Callable[[], list[str]]) -> int:
+        """Cancel the requests ``ids()`` lists; listing and cancelling under one lock hold
+        makes it one step, its settlements reported together with no other change between."""
+        with self._lock:
+            count = sum(self._settle(i, Settlement.CANCELLED, None) is not None for i in ids())
+        if count:
+            self._nudge()
+        return count
+
+    def _emit(self, event: HubEvent) -> None:
+        """Report ``event`` to the listener, under the lock; a failing listener is logged."""
+        listener = self._listener
+        if listener is None:
+            return
+        try:
+            listener(event)
+        except Exception:
+            _log.exception("hub listener raised on %r; ignored", event)
+
+    def _nudge(self) -> None:
+        """Nudge the attached wake, if any (outside the lock: a wake never calls back)."""
+        wake = self._wake
+        if wake is not None:
+            wake.notify()
+
+
+def _checked_timeout(secs: float) -> float:
+    """Return ``secs`` as a float, or raise ConfigError if it is negative or not finite."""
+    if not math.isfinite(secs) or secs < 0:
+        raise ConfigError(f"`timeout_secs` must be a finite number >= 0, got {secs}")
+    return float(secs)

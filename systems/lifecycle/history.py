@@ -1,0 +1,73 @@
+"""Agent history: how messages and tool results become entries, and how entries are added."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from components import Entry, ToolResult
+from runtime.world.state import AgentRecord, PendingBatch, WorldState
+
+__all__ = ["add_history", "as_text", "record_tool_results"]
+
+
+def as_text(value: Any) -> str:
+    """A message or output as history text: strings as they are, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    # Scalars the way the JSON encoder writes them, without running it (a tool's output
+    # is often a number); the encoder itself is made once (see `_TEXT`).
+    kind = type(value)
+    if kind is int and -_INT_TEXT < value < _INT_TEXT:
+        return int.__repr__(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    try:
+        return _TEXT.encode(value)
+    except (TypeError, ValueError, RecursionError):
+        return _unencodable(value)
+
+
+_INT_TEXT = 10**4300  # CPython's int -> str limit: beyond it even repr() raises
+
+
+def _unencodable(value: Any) -> str:
+    # Only values that never passed the lane's boundary get here (a host posting raw
+    # outcomes); the text must not raise in turn (str() of a 5,000-digit int does).
+    if isinstance(value, int):
+        return f"<int of {value.bit_length()} bits>"
+    try:
+        return str(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
+# What `json.dumps(value, sort_keys=True, default=str)` uses, made once instead of per call.
+_TEXT = json.JSONEncoder(sort_keys=True, default=str)
+
+
+def add_history(state: WorldState, rec: AgentRecord, role: str, content: str) -> None:
+    """Append an entry to the agent's history.
+
+    The history's hash is not updated here: ``runtime.world.digest.history_hash`` folds the new
+    entries in when a digest needs it. A world that tracks no digests (the default) then
+    never pays for canonical JSON and blake2b per entry on the hot path.
+    """
+    rec.history.entries.append(Entry(role, content))
+    state.touch(rec)
+
+
+def record_tool_results(
+    state: WorldState, rec: AgentRecord, pending: PendingBatch
+) -> list[ToolResult]:
+    """Write one history entry per call of ``pending`` (in call order) and return the results."""
+    results = pending.final()
+    for call, result in zip(pending.calls, results, strict=True):
+        text = as_text(result.output) if result.ok else f"error: {result.error}"
+        add_history(state, rec, "tool", f"{call.name}[{call.id}]: {text}")
+    return results

@@ -1,0 +1,86 @@
+"""Agent status from its turn and its open prompts: ACTIVE, WAITING, IDLE, kept if paused.
+
+A terminal agent is never revived; a paused one keeps PAUSED, and the status it would have
+goes to ``paused_from``.
+"""
+
+from __future__ import annotations
+
+from components import InteractionKind, Phase, StatusKind, WaitReason
+from runtime.world.state import AgentRecord
+
+__all__ = ["derive_status", "reflect", "set_active", "set_idle", "set_waiting_on_children"]
+
+_PROMPT_REASONS = (WaitReason.USER_PROMPT, WaitReason.TOOL_APPROVAL)
+
+
+def set_active(rec: AgentRecord) -> None:
+    """Make the agent ACTIVE, or WAITING if it has open prompts (kept if paused/terminal)."""
+    status = rec.status
+    if status.kind.is_terminal:
+        return
+    kind, reason = StatusKind.ACTIVE, None
+    if rec.prompts:
+        kind, reason = StatusKind.WAITING, _prompt_reason(rec)
+    if status.kind is StatusKind.PAUSED:
+        rec.paused_from = kind
+        return
+    status.kind, status.reason, status.message = kind, reason, ""
+
+
+def derive_status(rec: AgentRecord) -> None:
+    """Set a live, unpaused agent's status from its turn: IDLE between turns, WAITING on
+    children while joining, else ACTIVE (or WAITING on its open prompts)."""
+    phase = rec.turn.phase
+    if phase is Phase.DONE:
+        set_idle(rec)
+    elif phase is Phase.AWAITING_CHILDREN:
+        set_waiting_on_children(rec)
+    else:
+        set_active(rec)
+
+
+def set_waiting_on_children(rec: AgentRecord) -> None:
+    if rec.status.kind is StatusKind.PAUSED:
+        rec.paused_from = StatusKind.WAITING
+    elif not rec.status.kind.is_terminal:
+        rec.status.kind, rec.status.reason = StatusKind.WAITING, WaitReason.CHILDREN
+
+
+def _prompt_reason(rec: AgentRecord) -> WaitReason:
+    assert rec.prompts
+    if InteractionKind.TOOL_APPROVAL in rec.prompts.values():
+        return WaitReason.TOOL_APPROVAL
+    return WaitReason.USER_PROMPT
+
+
+def reflect(rec: AgentRecord) -> bool:
+    """Mirror the agent's open prompts into its status; returns whether it changed.
+
+    The truth table: an open prompt flips ACTIVE to WAITING; no open prompt flips a
+    prompt-WAITING back to ACTIVE; a paused or terminal agent is never flipped.
+    """
+    status = rec.status
+    kind = status.kind
+    if kind.is_terminal or kind is StatusKind.PAUSED:
+        return False
+    if rec.prompts:
+        waiting_on_prompt = kind is StatusKind.WAITING and status.reason in _PROMPT_REASONS
+        if kind is StatusKind.ACTIVE or waiting_on_prompt:
+            reason = _prompt_reason(rec)
+            if kind is StatusKind.WAITING and status.reason is reason:
+                return False
+            status.kind, status.reason = StatusKind.WAITING, reason
+            return True
+        return False
+    if kind is StatusKind.WAITING and status.reason in _PROMPT_REASONS:
+        status.kind, status.reason = StatusKind.ACTIVE, None
+        return True
+    return False
+
+
+def set_idle(rec: AgentRecord) -> None:
+    if rec.status.kind is StatusKind.PAUSED:
+        rec.paused_from = StatusKind.IDLE
+    else:
+        rec.status.kind, rec.status.reason, rec.status.message = StatusKind.IDLE, None, ""

@@ -1,0 +1,77 @@
+"""Live effects hold a tick's lane jobs and hand each lane all of them at once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from components import ToolCall, ToolResult
+from runtime.cancel import CancelToken
+from runtime.hub import InteractionHub
+from runtime.lane import ToolLane, ToolOutcome
+from runtime.tools import ToolContext, ToolRegistry
+from runtime.world.effects import LiveEffects
+from runtime.world.inputs import Inbox
+from tests.lane.test_lane import WAIT, wait_until
+
+
+def _effects(tools: ToolRegistry) -> tuple[LiveEffects, ToolLane, Inbox]:
+    inbox = Inbox()
+    lane = ToolLane(1, on_outcome=inbox.put)
+    effects = LiveEffects(
+        inbox=inbox,
+        hub=InteractionHub(),
+        tool_lane=lane,
+        inference_lane=ToolLane(1, name="inference"),
+        tools=tools,
+        models={},
+    )
+    return effects, lane, inbox
+
+
+def test_held_jobs_go_out_at_the_outermost_release_in_the_order_they_were_asked_for():
+    tools = ToolRegistry()
+    ran: list[str] = []
+    gate = threading.Event()
+
+    @tools.tool
+    def note(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        assert gate.wait(WAIT)
+        ran.append(ctx.agent_id)
+        return 1
+
+    effects, lane, inbox = _effects(tools)
+    try:
+        effects.hold()  # the journal's hold around the tick
+        effects.hold()  # DispatchWork's, inside it
+        for agent in ("a", "b", "c"):
+            effects.run_tools(agent, f"{agent}/b1", (ToolCall("c1", "note"),), CancelToken())
+        effects.release()
+        assert lane.stats().enqueued == 0  # the inner release keeps holding
+        effects.release()
+        assert lane.stats().enqueued == 3
+        gate.set()
+        wait_until(lambda: len(inbox) == 3, "three outcomes")
+        assert ran == ["a", "b", "c"]
+    finally:
+        gate.set()
+        lane.close(WAIT)
+
+
+def test_a_lane_closed_before_the_release_gives_each_held_job_an_error_outcome():
+    tools = ToolRegistry()
+    tools.tool("noop")(lambda args, ctx: None)
+    effects, lane, inbox = _effects(tools)
+    lane.close()
+    effects.hold()
+    effects.run_tools("a", "a/b1", (ToolCall("c1", "noop"), ToolCall("c2", "noop")), CancelToken())
+    effects.run_tools("b", "b/b1", (ToolCall("c1", "noop"),), CancelToken())
+    effects.release()  # refused, but no agent is left waiting for ever
+    outcomes = [item for _seq, item in inbox.drain()]
+    assert [(o.agent_id, o.batch_id) for o in outcomes] == [("a", "a/b1"), ("b", "b/b1")]
+    assert all(isinstance(o, ToolOutcome) and "is closed" in (o.error or "") for o in outcomes)
+    first = outcomes[0]
+    assert isinstance(first, ToolOutcome)
+    assert [r.call_id for r in first.results] == ["c1", "c2"]
+    assert all(isinstance(r, ToolResult) and not r.ok for r in first.results)
