@@ -20,7 +20,7 @@ from runtime.cli.view import LiveView, RunStats, Summary, render_summary, summar
 from runtime.errors import TickLimitError
 from runtime.journal import Journal
 from runtime.scenario import Operator, Scenario, build_world, load_scenario, spawn_agents
-from runtime.world import World
+from runtime.world import World, sigint
 
 __all__ = [
     "announce_backend",
@@ -82,7 +82,11 @@ def _ending(world: World, ended: str) -> str:
 
 @contextlib.contextmanager
 def signals_set(stop: threading.Event, world: World | None = None) -> Iterator[list[str]]:
-    """SIGINT and SIGTERM set ``stop`` (and wake ``world``); a second SIGINT aborts."""
+    """SIGINT and SIGTERM set ``stop`` (and wake ``world``); a second SIGINT aborts.
+
+    Inside `sigint.abandoning()` (``run_world``'s run) the first one also raises
+    ``KeyboardInterrupt`` at once, abandoning the tick in progress (see `runtime.world.sigint`).
+    """
     caught: list[str] = []
 
     def handle(signum: int, frame: FrameType | None) -> None:
@@ -92,6 +96,7 @@ def signals_set(stop: threading.Event, world: World | None = None) -> Iterator[l
         stop.set()
         if world is not None:
             world.wake.notify()
+        sigint.interrupt_now()
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -210,16 +215,32 @@ def run_world(
         started = time.monotonic()
         shown = Live(view, console=console, refresh_per_second=4, transient=True)
         with shown if live else contextlib.nullcontext():
-            start(view)
-            ended = run_to_end(
-                world, max_ticks=max_ticks, time_limit=scenario.world.time_limit, stop=stop
-            )
+            # Ctrl-C stops at once, even inside a tick of 200,000 agents: that tick is
+            # abandoned, and the journal ends at the last committed one (DESIGN.md).
+            abandons = sigint.ticks_abandoned()
+            try:
+                with sigint.abandoning():
+                    start(view)
+                    ended = run_to_end(
+                        world, max_ticks=max_ticks, time_limit=scenario.world.time_limit, stop=stop
+                    )
+            except KeyboardInterrupt:
+                if not caught:
+                    raise
+                ended = "stopped"
         wall = time.monotonic() - started
         ended = _ending(world, ended)
         if caught:
             ended = f"stopped by {caught[0]}"
+        half_ticked = sigint.ticks_abandoned() != abandons
         summary = summarize(
-            world, stats, scenario=scenario.name, ended=ended, wall_secs=wall, journal=journal
+            world,
+            stats,
+            scenario=scenario.name,
+            ended=ended,
+            wall_secs=wall,
+            journal=journal,
+            digest=not half_ticked,
         )
     finally:
         telemetry.close()

@@ -225,15 +225,19 @@ class Journal:
         try:
             conn.execute("BEGIN")
             conn.execute("INSERT INTO ticks VALUES (?, ?, ?)", (tick, now, digest))
+            # Rows through a generator: Python code runs between them, so a Ctrl-C that
+            # abandons the tick lands within a row, not after 200,000 (~0.7 s in C).
             if rows:
-                conn.executemany("INSERT INTO inputs VALUES (?, ?, ?, ?)", rows)
+                conn.executemany("INSERT INTO inputs VALUES (?, ?, ?, ?)", _one_by_one(rows))
             if states:
-                conn.executemany("INSERT INTO agent_states VALUES (?, ?, ?)", states)
+                conn.executemany("INSERT INTO agent_states VALUES (?, ?, ?)", _one_by_one(states))
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            _roll_back(conn)
             raise JournalError(f"cannot write journal {str(self.path)!r}: {exc}") from exc
+        except BaseException:  # Ctrl-C abandoning the tick: the journal ends at the last one
+            _roll_back(conn)
+            raise
         self.ticks += 1
         self.inputs += len(rows)
 
@@ -247,6 +251,17 @@ class Journal:
         self._conn.close()
         if self._lock is not None:
             os.close(self._lock)  # releases the writer's lock
+
+
+def _one_by_one(rows: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    for row in rows:  # noqa: UP028 (`yield from` runs in C, where no signal handler runs)
+        yield row
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):  # the error being raised says what failed
+            conn.execute("ROLLBACK")
 
 
 def _writer_lock(path: Path) -> int | None:

@@ -27,6 +27,7 @@ from runtime.models.streaming import Stream, StreamHub
 from runtime.models.usage import UsageMeter
 from runtime.tools.base import SupportsAsk
 from runtime.tools.registry import ToolRegistry
+from runtime.world import sigint
 from runtime.world.inputs import EffectFailed, Inbox
 from runtime.world.lockstep import Lockstep
 
@@ -159,8 +160,17 @@ class LiveEffects:
         self._held = []
 
     def release(self) -> None:
-        """Submit the held jobs, in the order they were asked for, and stop holding."""
+        """Submit the held jobs, in the order they were asked for, and stop holding.
+
+        A tick that Ctrl-C abandoned (`runtime.world.sigint.abandoned`) is never journaled,
+        so its jobs are dropped instead: none of them starts.
+        """
         held, self._held = self._held, None
+        if held and sigint.abandoned():
+            if self._lockstep is not None:
+                for _lane, job in held:
+                    self._lockstep.untrack(job)
+            return
         for lane, job in held or ():
             self._start(lane, job)
 
