@@ -3,6 +3,7 @@ journal that replays and resumes: real subprocesses, real SIGINT, big scenarios.
 
 from __future__ import annotations
 
+import gc
 import json
 import signal
 import subprocess
@@ -135,3 +136,25 @@ def test_ctrl_c_while_200000_agents_are_spawned_stops_at_once(tmp_path):
     assert _committed(journal) == 0
     replayed = tickwork("replay", str(journal), timeout=60)
     assert replayed.returncode == 0, replayed.stderr
+
+
+def test_a_run_freezes_what_survives_each_full_collection_so_the_next_ones_stay_short():
+    # Ctrl-C waits for a full collection (it runs in C): each must walk only what is new.
+    from runtime.cli.run import short_collections
+
+    gc.collect()
+    gc.unfreeze()
+    try:
+        with short_collections():
+            survivor = [object() for _ in range(1000)]
+            assert gc.get_freeze_count() == 0
+            gc.collect(1)  # a young collection freezes nothing
+            assert gc.get_freeze_count() == 0
+            gc.collect()
+            frozen = gc.get_freeze_count()
+            assert frozen >= len(survivor)
+        later = [object() for _ in range(1000)]
+        gc.collect()
+        assert gc.get_freeze_count() <= frozen < frozen + len(later)  # the block's end stops it
+    finally:
+        gc.unfreeze()
