@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -92,6 +93,8 @@ def signals_set(stop: threading.Event, world: World | None = None) -> Iterator[l
     caught: list[str] = []
 
     def handle(signum: int, frame: FrameType | None) -> None:
+        if sigint.rekicked():
+            return
         if caught and signum == signal.SIGINT:
             raise KeyboardInterrupt
         caught.append(signal.Signals(signum).name)
@@ -100,12 +103,20 @@ def signals_set(stop: threading.Event, world: World | None = None) -> Iterator[l
             world.wake.notify()
         sigint.interrupt_now()
 
+    def unraisable(report: Any) -> None:
+        # Our Ctrl-C, raised inside code whose exceptions C ignores (a `__del__`, a gc
+        # callback): the world raises it again (`sigint.rekicked`), so it is no error.
+        if not (caught and isinstance(report.exc_value, KeyboardInterrupt)):
+            hook(report)
+
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable
     try:
         yield caught
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        sys.unraisablehook = hook
 
 
 @contextlib.contextmanager

@@ -22,7 +22,10 @@ abandoned: the agents' catch-alls pass the interrupt on instead of failing an ag
 the lane jobs a journaled tick holds are dropped, never started (``abandoned()``, asked by
 `LiveEffects.release`), and the journal's open transaction is rolled back, so the journal
 ends at the last committed tick and replays. The world is left half ticked: close it,
-never tick it again (``tickwork resume`` carries on from the journal).
+never tick it again (``tickwork resume`` carries on from the journal). Python code that C
+calls (a ``__del__``, a gc callback, a generator finalized mid-tick) swallows exceptions,
+so a handler running there loses the interrupt: until the tick is left, a thread sends
+SIGINT again every 50 ms, which a handler recognises with ``rekicked()``.
 
 A swap per tick was measured at ~30 µs (two ``sigaction`` calls), most of an idle tick, so
 the handler stays installed; a tick pays one ``getsignal`` and a counter instead.
@@ -33,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 
@@ -43,6 +47,7 @@ __all__ = [
     "interrupt_now",
     "leave",
     "note_keyboard_interrupt",
+    "rekicked",
     "ticks_abandoned",
 ]
 
@@ -50,7 +55,7 @@ _MAIN = threading.main_thread().ident
 
 
 class _Deferral:
-    __slots__ = ("abandoned", "abandoning", "abandons", "pending", "ticking")
+    __slots__ = ("abandoned", "abandoning", "abandons", "kicked", "pending", "ticking")
 
     def __init__(self) -> None:
         self.ticking = 0  # main-thread ticks in progress (nested: a tick inside a tick)
@@ -58,12 +63,15 @@ class _Deferral:
         self.abandoning = 0  # `abandoning()` blocks open on the main thread
         self.abandoned = False  # the main thread's tick in progress is being abandoned
         self.abandons = 0  # ticks abandoned so far in this process
+        self.kicked = False  # the SIGINT on its way is `_rekick`'s, not the user's
 
 
 _state = _Deferral()
 
 
 def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    if rekicked():
+        return
     if _state.ticking and not _state.abandoning:
         _state.pending = True
         return
@@ -139,10 +147,43 @@ def interrupt_now() -> None:
     """
     if not _state.abandoning or threading.get_ident() != _MAIN:
         return
-    if _state.ticking:
+    if _state.ticking and not _state.abandoned:
         _state.abandoned = True
         _state.abandons += 1
+        threading.Thread(target=_rekick, name="tickwork-sigint", daemon=True).start()
     raise KeyboardInterrupt
+
+
+_REKICK_SECS = 0.05
+
+
+def _rekick() -> None:
+    # Python code that C calls (a `__del__`, a gc or weakref callback, a generator being
+    # finalized) swallows an exception, and a signal handler may run inside it: then the
+    # tick would go on to its end. So while the abandoned tick is not left, SIGINT is
+    # raised again (`rekicked` tells the handler it is this, not the user's second).
+    while True:
+        time.sleep(_REKICK_SECS)
+        if not _state.abandoned:
+            return
+        _state.kicked = True
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+def rekicked() -> bool:
+    """For a SIGINT handler, first thing: whether this SIGINT is the world's own, sent
+    again to end an abandoned tick whose ``KeyboardInterrupt`` was swallowed; then the
+    handler returns. Raises that ``KeyboardInterrupt`` again while the tick is not left.
+
+    Raises:
+        KeyboardInterrupt: the abandoned tick is still in progress.
+    """
+    if not _state.kicked:
+        return False
+    _state.kicked = False
+    if _state.abandoned and _state.ticking:
+        raise KeyboardInterrupt
+    return True
 
 
 def abandoned() -> bool:

@@ -4,6 +4,7 @@ the tick journaled, none of its held lane jobs started; by default the tick fini
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 
 import pytest
@@ -130,3 +131,40 @@ def test_abandoning_is_for_the_main_thread_only():
     sigint.interrupt_now()  # outside the block: returns
     with pytest.raises(KeyboardInterrupt), sigint.abandoning():
         sigint.interrupt_now()
+
+
+class _SwallowsCtrlC:
+    def __del__(self):
+        # Ctrl-C lands in a `__del__`, whose exceptions Python ignores (as in a gc
+        # callback, or a generator finalized mid-tick): the KeyboardInterrupt is lost.
+        signal.raise_signal(signal.SIGINT)
+
+
+def test_a_ctrl_c_swallowed_inside_the_tick_is_raised_again_until_the_tick_is_left(tmp_path):
+    never = threading.Event()
+    stepped: list[str] = []
+
+    def swallows(turn):
+        _SwallowsCtrlC()  # dropped at once: its __del__ runs here
+        never.wait(timeout=30)  # the rest of a long tick; the SIGINT sent again lands here
+        yield Sleep(1)
+
+    def after(turn):
+        stepped.append(turn.agent_id)
+        yield Sleep(1)
+
+    world = World(clock=ManualClock(), journal=Journal.create(tmp_path / "run.db"))
+    world.spawn(swallows, "x")
+    world.spawn(after, "y")
+    unraisable = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        with pytest.raises(KeyboardInterrupt), sigint.abandoning():
+            world.tick()
+    finally:
+        sys.unraisablehook = hook
+        world.close()
+    assert [type(u.exc_value) for u in unraisable] == [KeyboardInterrupt]  # the lost one
+    assert stepped == []  # raised again long before the 30 s were out
+    with JournalReader(tmp_path / "run.db") as reader:
+        assert reader.tick_count() == 0
