@@ -11,6 +11,8 @@ stderr, never a traceback (``TICKWORK_DEBUG=1`` shows one for an unexpected erro
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -112,6 +114,8 @@ _positive = int_at_least(1)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tickwork`` command; returns the exit status."""
+    if argv is None:  # the command itself: the process ends when this returns
+        atexit.register(_skip_final_collection)
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
@@ -143,6 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _error(f"internal error: {type(exc).__name__}: {exc} (TICKWORK_DEBUG=1 shows where)")
         return 70
+
+
+def _skip_final_collection() -> None:
+    # A run of 200,000 agents leaves a million objects in reference cycles; collecting
+    # them as the interpreter exits took ~1 s after Ctrl-C. The OS frees them at once.
+    gc.freeze()
 
 
 def _error(message: str) -> None:

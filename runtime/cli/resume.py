@@ -20,6 +20,7 @@ from runtime.scenario import (
     build_tools,
     load_scenario,
     recorded_scenario,
+    spawn_agents,
 )
 from runtime.world import World
 
@@ -120,15 +121,17 @@ def cmd_resume(args: argparse.Namespace) -> int:
             flush=True,
         )
         title = f"tickwork resume {scenario.name}"
+        fresh = world.tick_count == 0
         return run_world(
             world,
             scenario,
             args,
             title=title,
             journal=label,
-            start=_nothing,
+            start=lambda view: _start(world, scenario, stop, view.spawned),
             stop=stop,
             caught=caught,
+            spawning=scenario.agent_count if fresh else 0,
         )
 
 
@@ -157,9 +160,17 @@ def _journal_flags(args: argparse.Namespace) -> bool:
     return bool(args.scenario or args.fork or args.at_tick is not None or args.serve)
 
 
-def _nothing(view: object) -> None:
-    pass  # the agents are in the journal already
+def _start(
+    world: World, scenario: Scenario, stop: threading.Event, progress: Callable[[int], None]
+) -> None:
+    # A run stopped before its first tick was committed (Ctrl-C while spawning, or in the
+    # first tick) left a journal of no ticks: its agents were never recorded, so they are
+    # spawned as `run` would. Otherwise every agent is in the journal already.
+    if world.tick_count == 0:
+        spawn_agents(world, scenario, stop=stop, progress=progress)
 
 
 def _no_new_agents(world: World, scenario: Scenario) -> list[str]:
+    if world.tick_count == 0:  # as in `_start`
+        return spawn_agents(world, scenario)
     return list(world.agents())

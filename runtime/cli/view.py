@@ -148,8 +148,10 @@ def summarize(
     wall_secs: float,
     started_at: float = 0.0,
     journal: str | None = None,
+    digest: bool = True,
 ) -> Summary:
-    """Freeze the run so far into a ``Summary``."""
+    """Freeze the run so far into a ``Summary``; ``digest=False`` leaves the digest out
+    (a world whose tick was abandoned has none worth folding: O(agents) to compute)."""
     counts = world.counts()
     data = stats.snapshot()
     return Summary(
@@ -166,7 +168,7 @@ def summarize(
         journal=journal,
         backend=describe_backend(world.backend_info()),
         errors=_errors(world) if counts[StatusKind.ERROR] else [],
-        digest=world.digest(),
+        digest=world.digest() if digest else "",
         lockstep=world.lockstep,
         tokens={
             name: {"in": usage.input_tokens, "out": usage.output_tokens}

@@ -22,16 +22,26 @@ import hmac
 import json
 import logging
 import os
-import queue
 import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from runtime.control.ops import OPS, Refused, error_reply
 from runtime.control.state_dir import StateDir
+from runtime.control.wire import (
+    FULL,
+    MAX_LINE,
+    Dropped,
+    Subscriber,
+    hung_up,
+    request_lines,
+    send,
+    send_quietly,
+    shut,
+)
 from runtime.errors import ControlError, TickworkError, UnknownAgentError, WorldClosedError
 from runtime.journal.codec import encode_input
 from runtime.world import TickReport, World
@@ -40,13 +50,10 @@ __all__ = ["MAX_CLIENTS", "MAX_LINE", "ControlServer", "StateDir"]
 
 log = logging.getLogger("tickwork.control")
 
-MAX_LINE = 64 * 1024
-"""The longest request line accepted, in bytes (the newline not counted)."""
 MAX_CLIENTS = 32
 """Connections served at once; one more evicts the longest-idle one (``busy`` if none is)."""
 IDLE_TIMEOUT = 10.0
 """Seconds a client has to send a whole request line (and to take a reply) before it is dropped."""
-_SUBSCRIBER_BACKLOG = 10_000
 
 
 class ControlServer:
@@ -77,7 +84,7 @@ class ControlServer:
         # Each connection, and since when it has waited for a request line (None while a
         # request is handled or the connection streams events: those are never evicted).
         self._clients: dict[socket.socket, float | None] = {}
-        self._subscribers: set[_Subscriber] = set()
+        self._subscribers: set[Subscriber] = set()
         self._threads: list[threading.Thread] = []
         self.refused = 0  # requests that got an error reply (for tests and stats)
         self.accepted = 0  # connections accepted
@@ -146,10 +153,10 @@ class ControlServer:
             sub.push({"event": "closed"})  # its stream thread sends it, then hangs up
         streaming = {sub.conn for sub in subscribers}
         listener = [self._listener] if self._listener is not None else []
-        _shut([*listener, *(conn for conn in clients if conn not in streaming)])
+        shut([*listener, *(conn for conn in clients if conn not in streaming)])
         for thread in self._threads:
             thread.join(timeout=2)
-        _shut(clients)  # a subscriber too slow to take its last event
+        shut(clients)  # a subscriber too slow to take its last event
         for thread in self._threads:
             thread.join(timeout=2)
         self._release()
@@ -189,16 +196,14 @@ class ControlServer:
             with self._clients_lock:
                 self.accepted += 1
                 evicted = self._make_room()
-                if evicted is not _FULL:
+                if evicted is not FULL:
                     self._clients[conn] = time.monotonic()
-            if evicted is _FULL:
-                _send_quietly(
-                    conn, error_reply("busy", f"too many clients (at most {MAX_CLIENTS})")
-                )
+            if evicted is FULL:
+                send_quietly(conn, error_reply("busy", f"too many clients (at most {MAX_CLIENTS})"))
                 conn.close()
                 continue
             if isinstance(evicted, socket.socket):
-                _shut([evicted])  # its thread wakes, sees the hang-up and exits
+                shut([evicted])  # its thread wakes, sees the hang-up and exits
             thread = threading.Thread(
                 target=self._serve_client, args=(conn,), name="tickwork-client", daemon=True
             )
@@ -209,13 +214,13 @@ class ControlServer:
         """Free a slot if all are taken (call with ``_clients_lock`` held).
 
         Returns None when a slot is free, the evicted connection (the one waiting longest
-        for a request line), or ``_FULL`` when every slot is busy handling or streaming.
+        for a request line), or ``FULL`` when every slot is busy handling or streaming.
         """
         if len(self._clients) < MAX_CLIENTS:
             return None
         waiting = [(since, conn) for conn, since in self._clients.items() if since is not None]
         if not waiting:
-            return _FULL
+            return FULL
         _, oldest = min(waiting, key=lambda item: item[0])
         del self._clients[oldest]
         self.dropped += 1
@@ -223,17 +228,17 @@ class ControlServer:
 
     def _serve_client(self, conn: socket.socket) -> None:
         try:
-            for line in _lines(conn, self.idle_timeout):
-                if isinstance(line, _Dropped):
+            for line in request_lines(conn, self.idle_timeout):
+                if isinstance(line, Dropped):
                     self._count_refused()
-                    _send(conn, error_reply(line.code, line.message))
+                    send(conn, error_reply(line.code, line.message))
                     return
                 if not self._set_waiting(conn, None):
                     return  # evicted meanwhile
                 reply, then = self._handle(line)
                 if not reply["ok"]:
                     self._count_refused()
-                _send(conn, reply)
+                send(conn, reply)
                 if then == "close":
                     return
                 if then == "subscribe":
@@ -308,17 +313,17 @@ class ControlServer:
     # -- subscriptions -------------------------------------------------------------------
 
     def _stream(self, conn: socket.socket) -> None:
-        sub = _Subscriber(conn)
+        sub = Subscriber(conn)
         with self._clients_lock:
             self._subscribers.add(sub)
         try:
             while True:
                 event = sub.get()
                 if event is None:
-                    if _hung_up(conn):
+                    if hung_up(conn):
                         return  # a watcher that went away frees its slot
                     continue
-                _send(conn, event)
+                send(conn, event)
                 if event.get("event") in ("closed", "dropped"):
                     return
         finally:
@@ -354,113 +359,3 @@ class ControlServer:
             subscribers = list(self._subscribers)
         for sub in subscribers:
             sub.push(event)
-
-
-class _Subscriber:
-    """A bounded queue of events for one subscribed client; overflowing drops the client."""
-
-    def __init__(self, conn: socket.socket) -> None:
-        self.conn = conn
-        self._queue: queue.Queue[dict[str, Any]] = queue.Queue(_SUBSCRIBER_BACKLOG)
-        self._dropped = False
-
-    def push(self, event: dict[str, Any]) -> None:
-        """Queue ``event`` without waiting; a full queue marks the subscriber dropped."""
-        if self._dropped:
-            return
-        try:
-            self._queue.put_nowait(event)
-        except queue.Full:
-            self._dropped = True  # the tick thread never waits for a slow reader
-
-    def get(self) -> dict[str, Any] | None:
-        """The next event to send (a ``dropped`` event once a dropped queue is drained).
-
-        None after half a second without one, so the caller can see if the client left.
-        """
-        try:
-            return self._queue.get(timeout=0.5)
-        except queue.Empty:
-            if self._dropped:
-                return {"event": "dropped", "error": "subscriber too slow: events were lost"}
-            return None
-
-
-def _hung_up(conn: socket.socket) -> bool:
-    """Whether the client at ``conn`` has closed its end (without reading anything)."""
-    try:
-        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-
-
-class _Dropped:
-    """Why a connection's next line will never come: too long, idle or too slow."""
-
-    def __init__(self, code: str, message: str) -> None:
-        self.code = code
-        self.message = message
-
-
-_FULL = object()
-
-
-def _lines(conn: socket.socket, deadline: float) -> Iterator[bytes | _Dropped]:
-    """Yield each request line of ``conn``, or a ``_Dropped`` (then stop).
-
-    Each line must arrive whole within ``deadline`` seconds of the previous one being
-    handled (or of connecting): a client trickling a byte a second is as idle as one
-    sending nothing.
-    """
-    buf = b""
-    started = time.monotonic()
-    while True:
-        newline = buf.find(b"\n", 0, MAX_LINE + 1)
-        if newline >= 0:
-            yield buf[:newline]
-            buf = buf[newline + 1 :]
-            started = time.monotonic()
-            continue
-        if len(buf) > MAX_LINE:
-            yield _Dropped("too_large", f"request line over {MAX_LINE} bytes")
-            return
-        left = started + deadline - time.monotonic()
-        if left <= 0:
-            yield _idle(deadline, buf)
-            return
-        conn.settimeout(left)
-        try:
-            chunk = conn.recv(65536)
-        except TimeoutError:
-            yield _idle(deadline, buf)
-            return
-        finally:
-            conn.settimeout(deadline)  # for sending the reply
-        if not chunk:
-            if buf.strip():
-                yield buf  # a last line without its newline is still a request
-            return
-        buf += chunk
-
-
-def _idle(deadline: float, buf: bytes) -> _Dropped:
-    what = "sent part of a request" if buf else "sent no request"
-    return _Dropped("idle", f"dropped: {what} within {deadline:g} s")
-
-
-def _send(conn: socket.socket, reply: dict[str, Any]) -> None:
-    conn.sendall(json.dumps(reply).encode() + b"\n")
-
-
-def _shut(socks: list[socket.socket]) -> None:
-    """Shut sockets down, which wakes any thread blocked on one of them."""
-    for sock in socks:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
-
-
-def _send_quietly(conn: socket.socket, reply: dict[str, Any]) -> None:
-    with contextlib.suppress(OSError):
-        _send(conn, reply)

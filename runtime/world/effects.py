@@ -27,6 +27,7 @@ from runtime.models.streaming import Stream, StreamHub
 from runtime.models.usage import UsageMeter
 from runtime.tools.base import SupportsAsk
 from runtime.tools.registry import ToolRegistry
+from runtime.world import sigint
 from runtime.world.inputs import EffectFailed, Inbox
 from runtime.world.lockstep import Lockstep
 
@@ -167,13 +168,22 @@ class LiveEffects:
 
     def release(self) -> None:
         """End a ``hold``; the last one submits the held jobs, lane by lane, each lane's in
-        the order they were asked for, and stops holding."""
+        the order they were asked for, and stops holding.
+
+        A tick that Ctrl-C abandoned (`runtime.world.sigint.abandoned`) is never journaled,
+        so its jobs are dropped instead: none of them starts.
+        """
         if self._holds > 1:
             self._holds -= 1
             return
         self._holds = 0
         held, self._held = self._held, None
         if not held:
+            return
+        if sigint.abandoned():
+            if self._lockstep is not None:
+                for _lane, job in held:
+                    self._lockstep.untrack(job)
             return
         if len(held) == 1:
             self._start(*held[0])

@@ -78,7 +78,9 @@ class TickMachine:
         what is due land in this tick.
         Ctrl-C on the main thread during a tick is held until the tick is over (see
         `runtime.world.sigint`): the tick finishes for every agent, then
-        ``KeyboardInterrupt`` is raised, leaving a whole world to tick on or close.
+        ``KeyboardInterrupt`` is raised, leaving a whole world to tick on or close. A host
+        that opts in (``sigint.abandoning()``, as ``tickwork run`` does) gets it at once
+        instead, the tick abandoned: not journaled, its held lane jobs never started.
 
         Raises:
             WorldClosedError: the world is closed.

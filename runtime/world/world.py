@@ -14,16 +14,16 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Executor
 from types import TracebackType
 from typing import Any
 
 import esper
 
-from components import Entry, LaneStats, Status, StatusKind
+from components import LaneStats
 from runtime.clock import Clock, ManualClock, MonotonicClock
-from runtime.errors import ConfigError, UnknownAgentError, WorldClosedError
+from runtime.errors import ConfigError, WorldClosedError
 from runtime.hub import InteractionHub
 from runtime.lane.backend import BackendInfo, ToolBackend, describe_tool_backend, take_tool_executor
 from runtime.lane.tool_lane import ToolLane
@@ -33,20 +33,13 @@ from runtime.models.usage import UsageMeter
 from runtime.tools.registry import ToolRegistry
 from runtime.wake import Wake
 from runtime.world.actions import Behavior
+from runtime.world.agent_api import AgentAPI
 from runtime.world.behaviors import GLOBAL_BEHAVIORS, BehaviorRegistry
-from runtime.world.digest import hexdigest
 from runtime.world.effects import LiveEffects
 from runtime.world.host import HostECS
 from runtime.world.host_api import HostAPI, builtin_priority, host_id_counter, stage_name
 from runtime.world.inputs import (
-    CancelAgent,
-    ForgetAgent,
     Inbox,
-    InterruptAgent,
-    PauseAgent,
-    ResumeAgent,
-    SendMessage,
-    SpawnAgent,
 )
 from runtime.world.lockstep import Lockstep
 from runtime.world.loop import REDRIVE_SECS, RunLoop
@@ -59,7 +52,6 @@ from runtime.world.state import Effects, WorldState
 from runtime.world.tick import ESPER_LOCK as _ESPER_LOCK
 from runtime.world.tick import TickMachine
 from runtime.world.timers import HostTimers
-from runtime.world.values import NotJSON, json_value
 
 __all__ = ["REDRIVE_SECS", "TickReport", "World"]
 
@@ -68,11 +60,13 @@ log = logging.getLogger("tickwork.world")
 _world_numbers = itertools.count(1)
 
 
-class World(TickMachine, RunLoop, HostAPI, Observing):
+# The order of the bases matters: a mixin's stub of a method another provides comes after it.
+class World(TickMachine, RunLoop, HostAPI, AgentAPI, Observing):
     """A world of agents, advanced tick by tick. See the module docstring for threads.
 
-    The run loops (``run_until_idle``, ``run``, ``start``, ``stop``) come from `RunLoop`;
-    the host's entities, systems and actions (``add_entity``, ``add_system``,
+    The commands on agents and the reads (``spawn``, ``send``, ``status``, ...) come from
+    `AgentAPI`; the run loops (``run_until_idle``, ``run``, ``start``, ``stop``) from
+    `RunLoop`; the host's entities, systems and actions (``add_entity``, ``add_system``,
     ``add_action``, ``query``) from `HostAPI`.
 
     ``tool_executor`` runs tool jobs off the lane's own threads: a bare ``Executor`` is
@@ -214,206 +208,6 @@ class World(TickMachine, RunLoop, HostAPI, Observing):
                 esper.add_processor(system, builtin_priority(index, len(pipeline)))
         self._pipeline = pipeline
         return [stage_name(system) for system in pipeline]
-
-    # -- thread-safe commands: they only enqueue an input and nudge the wake ------------
-
-    def spawn(
-        self,
-        behavior: Behavior | str,
-        message: Any = None,
-        *,
-        name: str = "",
-        interactive: bool = False,
-        agent_id: str | None = None,
-        components: Iterable[Any] = (),
-    ) -> str:
-        """Add an agent running ``behavior`` and return its id; it starts next tick.
-
-        ``behavior`` is a generator function or a behaviour name. A non-interactive agent
-        starts its turn at once (on ``message``, which may be None); an interactive one
-        waits for ``send`` unless given a message. ``components`` are host components
-        (dataclass instances) put on the agent's entity.
-
-        Raises:
-            BehaviorNotFound: ``behavior`` is a name that does not resolve.
-            ConfigError: ``agent_id`` is taken, malformed or of the form kept for children
-                (``<id>.<n>``), ``message`` is not a JSON value while a journal records the
-                world (a tuple is taken as a list), or a component is not one.
-            WorldClosedError: the world is closed.
-        """
-        self._check_open()
-        behavior_name = behavior if isinstance(behavior, str) else self.behaviors.name_of(behavior)
-        self.behaviors.resolve(behavior_name)  # fail at the call, not on the tick thread
-        message = self._recordable("message", message)
-        comps = self._host_components("components", components)
-        with self._ids_lock:
-            if agent_id is None:
-                while True:
-                    self._spawned += 1
-                    agent_id = f"a{self._spawned}"
-                    if agent_id not in self._known:
-                        break
-            else:
-                _check_agent_id(agent_id)
-                if agent_id in self._known:
-                    raise ConfigError(f"agent id {agent_id!r} is already taken")
-            self._known[agent_id] = None
-            # Under the ids lock: sequence numbers follow the order ids were handed out.
-            self._inbox.put(SpawnAgent(agent_id, behavior_name, message, name, interactive, comps))
-        return agent_id
-
-    def send(self, agent_id: str, message: Any) -> None:
-        """Give an agent its next message (a new turn now, or after the current one).
-
-        Raises:
-            UnknownAgentError: no agent has that id.
-        """
-        message = self._recordable("message", message)
-        self._command(SendMessage(self._checked(agent_id), message))
-
-    def pause(self, agent_id: str) -> None:
-        """Stop stepping an agent and its subtree (from ACTIVE, WAITING or IDLE).
-
-        What lands meanwhile (model replies, tool results, prompt answers) is held whole,
-        history included, until ``resume``.
-        """
-        self._command(PauseAgent(self._checked(agent_id)))
-
-    def resume(self, agent_id: str) -> None:
-        """Undo ``pause`` for the agent and its subtree; what landed meanwhile is applied."""
-        self._command(ResumeAgent(self._checked(agent_id)))
-
-    def cancel(self, agent_id: str, reason: str = "cancelled by user") -> None:
-        """End an agent for good: work cancelled, prompts settled, children cancelled.
-
-        Every tool call of a batch in progress gets a result in history, and no prompt of
-        the agent is left open, however the cancel and the prompt's opening interleave.
-        """
-        self._command(CancelAgent(self._checked(agent_id), reason))
-        if self._lockstep is not None:
-            self._lockstep.abandon(agent_id)  # its work is stale at whatever tick this lands
-
-    def interrupt(self, agent_id: str) -> None:
-        """Abandon the agent's current turn, keeping its history; it waits for input.
-
-        A model reply streaming in is stopped here and now (its HTTP stream closed), and
-        the text it had is kept in the history, marked ``[interrupted by user]``.
-        """
-        self._check_open()
-        stopped = self.streams.stop(self._checked(agent_id))
-        if stopped is None:
-            self._command(InterruptAgent(agent_id))
-        else:
-            self._command(InterruptAgent(agent_id, stopped[0], stopped[1]))
-        if self._lockstep is not None:
-            self._lockstep.abandon(agent_id)  # its work is stale at whatever tick this lands
-
-    def forget(self, agent_id: str) -> None:
-        """Release a finished agent now: its entity, record, history and id.
-
-        Afterwards the id is unknown (``status`` raises `UnknownAgentError`). The release is
-        also an input, so a replay of the journal releases it at the same point.
-
-        Raises:
-            UnknownAgentError: no agent has that id (or it was released already).
-            ConfigError: the agent has not finished (cancel it first).
-        """
-        self._check_open()
-        with self._lock, _ESPER_LOCK, self._in_esper():
-            rec = self._state.records.get(self._checked(agent_id))
-            if rec is None or not rec.status.kind.is_terminal:
-                state = "has not started" if rec is None else f"is {rec.status.kind.value}"
-                raise ConfigError(f"agent {agent_id!r} {state}: only a finished one is forgotten")
-            self._release(rec)
-            # Applied at the start of the next tick: a no-op here (the record is gone), the
-            # same release in a replay, before any digest is compared.
-            self._inbox.put(ForgetAgent(agent_id))
-
-    def call_at(self, when: float, fn: Callable[[], object]) -> None:
-        """Run ``fn()`` on the tick thread at the first tick whose time is >= ``when``.
-
-        A host timer in world time (virtual or real): ``run_until_idle`` and ``run`` wake
-        for it, and with a ``ManualClock`` skip time to it. ``fn`` talks to the world like
-        any host code (hub, commands); what it causes lands at the next tick. An ``fn``
-        that raises is logged. Timers are host code: a replay does not run them (their
-        effects are in the journal).
-        """
-        if not math.isfinite(when):
-            raise ConfigError(f"`when` must be a finite time, got {when}")
-        self._timers.add(when, fn)
-        self.wake.notify()
-
-    def call_later(self, delay: float, fn: Callable[[], object]) -> None:
-        """Run ``fn()`` on the tick thread ``delay`` seconds of world time from now."""
-        if not delay >= 0:
-            raise ConfigError(f"`delay` must be >= 0, got {delay}")
-        self.call_at(self.clock.now() + delay, fn)
-
-    def post(self, item: object) -> int:
-        """Put a raw input into the inbox (an outcome, a prompt event); returns its seq.
-
-        In lockstep, an input posted by a lane job is held with the job's outcome and lands
-        at a tick fixed by the run; its seq is then 0 (it gets its number when it lands).
-        """
-        self._check_open()
-        lockstep = self._lockstep
-        if lockstep is not None and lockstep.caused(item):
-            return 0
-        return self._inbox.put(item)
-
-    # -- reads: whole ticks only ---------------------------------------------------------
-
-    def status(self, agent_id: str) -> Status:
-        """A copy of the agent's status (IDLE with a note while its spawn is pending).
-
-        Raises:
-            UnknownAgentError: no agent has that id.
-        """
-        with self._lock:
-            rec = self._state.records.get(agent_id)
-            if rec is not None:
-                s = rec.status
-                return Status(s.kind, s.reason, s.message)
-        self._checked(agent_id)
-        return Status(StatusKind.IDLE, None, "spawn pending")
-
-    def result(self, agent_id: str) -> Any:
-        """The value the agent's last turn returned (None before that)."""
-        with self._lock:
-            rec = self._state.records.get(agent_id)
-            if rec is not None:
-                return rec.result
-        self._checked(agent_id)
-        return None
-
-    def history(self, agent_id: str) -> list[Entry]:
-        """A copy of the agent's history."""
-        with self._lock:
-            rec = self._state.records.get(agent_id)
-            if rec is not None:
-                return list(rec.history.entries)
-        self._checked(agent_id)
-        return []
-
-    def agents(self) -> Iterator[str]:
-        """Every agent id, in the order they were spawned (children included)."""
-        with self._ids_lock:
-            ids = list(self._known)
-        return iter(ids)
-
-    def counts(self) -> dict[StatusKind, int]:
-        """How many agents are in each status (O(agents))."""
-        with self._lock:
-            counts = dict.fromkeys(StatusKind, 0)
-            for rec in self._state.records.values():
-                counts[rec.status.kind] += 1
-            return counts
-
-    def digest(self) -> str:
-        """The digest of every agent's state now (incremental: O(changed agents))."""
-        with self._lock:
-            self._fold_dirty(None)
-            return hexdigest(self._digest_total)
 
     @property
     def now(self) -> float:
@@ -568,28 +362,6 @@ class World(TickMachine, RunLoop, HostAPI, Observing):
         if self._closed:
             raise WorldClosedError(f"world {self._name} is closed")
 
-    def _checked(self, agent_id: str) -> str:
-        if agent_id not in self._known and agent_id not in self._state.records:
-            raise UnknownAgentError(f"unknown agent {agent_id!r}")
-        return agent_id
-
-    def _recordable(self, name: str, value: Any) -> Any:
-        # A journal stores inputs as JSON: settle the value here, at the call, so that the
-        # live run sees what its replay will (a tuple becomes a list), and refuse what JSON
-        # cannot hold rather than fail on the tick thread when the tick is written.
-        if self._journal is None:
-            return value
-        try:
-            return json_value(value)
-        except NotJSON as exc:
-            raise ConfigError(
-                f"`{name}` must be a JSON value when the world records a journal: {exc}"
-            ) from None
-
-    def _command(self, item: object) -> None:
-        self._check_open()
-        self._inbox.put(item)
-
 
 def _check_settings(
     seed: int,
@@ -627,15 +399,3 @@ def _check_keep_finished(keep_finished: int | None) -> None:
 def _check_int(name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ConfigError(f"`{name}` must be an integer, got {value!r}")
-
-
-def _check_agent_id(agent_id: object) -> None:
-    if not isinstance(agent_id, str) or not agent_id or "/" in agent_id:
-        raise ConfigError(f"`agent_id` must be a non-empty string without '/', got {agent_id!r}")
-    # Children are named `<parent>.<n>` on the tick thread: a host's `p.1` would be taken
-    # by (or take the place of) agent p's first child, so that form is the runtime's.
-    stem, dot, number = agent_id.rpartition(".")
-    if dot and stem and number.isdecimal():
-        raise ConfigError(
-            f"`agent_id` must not end in '.<number>' (kept for child agents), got {agent_id!r}"
-        )

@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import stat
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -188,3 +189,91 @@ def test_an_op_that_fails_inside_the_server_still_gets_a_reply(monkeypatch, stat
         reply = client.raw({"op": "stats", "token": client._token})
         assert reply["ok"] is True
     assert json.dumps(reply)
+
+
+# -- the client's check of the server process (SO_PEERCRED) --------------------------------
+
+needs_peercred = pytest.mark.skipif(
+    not hasattr(socket, "SO_PEERCRED"), reason="SO_PEERCRED is Linux's (elsewhere: no check)"
+)
+
+
+@needs_peercred
+def test_the_peer_check_passes_a_server_process_of_the_current_user():
+    from runtime.control.client import _check_peer
+
+    left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with left, right:
+        _check_peer(left)  # the kernel's credentials of the other end: this process's
+
+
+@needs_peercred
+def test_the_peer_check_refuses_a_server_process_of_another_user(monkeypatch):
+    # One user cannot run a process as another, so the "current user" is moved instead:
+    # the uid and pid in the refusal are the kernel's, read from the socket.
+    from runtime.control.client import _check_peer
+
+    real = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: real + 1)
+    left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with left, right, pytest.raises(ControlError) as refused:
+        _check_peer(left)
+    assert str(refused.value) == (
+        f"the control server (pid {os.getpid()}) runs as uid {real}, not as you"
+        f" (uid {real + 1}): refusing to send it the token"
+    )
+
+
+_NOBODY_SERVER = """
+import os, socket, sys
+os.setgid(65534)
+os.setuid(65534)
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(sys.argv[1])
+listener.listen(1)
+print("listening", flush=True)
+conn, _ = listener.accept()
+conn.settimeout(10)
+got = b""
+try:
+    while chunk := conn.recv(4096):
+        got += chunk
+except OSError:
+    pass
+print(repr(got), flush=True)
+"""
+
+
+@needs_peercred
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a server as another user")
+def test_a_client_never_sends_the_token_to_a_server_process_of_another_user(state, tmp_path):
+    # Every file checks out (the dir, token and socket are ours) but the process listening
+    # on the socket is uid 65534's: the client refuses before it sends anything.
+    import subprocess
+    import sys
+
+    spot = Path(tempfile.mkdtemp(prefix="tw-", dir="/tmp"))  # short: AF_UNIX paths are
+    os.chmod(spot, 0o777)  # for the other user to bind its socket in
+    theirs = spot / "s"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _NOBODY_SERVER, str(theirs)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "listening\n"
+        with World() as world, ControlServer(world, state) as server:
+            (state / "control.sock").unlink()
+            os.rename(theirs, state / "control.sock")
+            os.chown(state / "control.sock", os.getuid(), os.getgid())
+            with pytest.raises(ControlError, match=r"runs as uid 65534, not as you"):
+                ControlClient(state)
+            assert server.accepted == 0
+        out, _ = child.communicate(timeout=20)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait(timeout=10)
+        shutil.rmtree(spot, ignore_errors=True)
+    assert out == "b''\n"  # the connection was closed with nothing sent: no token

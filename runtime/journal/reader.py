@@ -1,0 +1,170 @@
+"""Reading a journal: its header and its recorded ticks, never writing it.
+
+Journals are data. Opening a missing, empty, corrupt, truncated, foreign or newer file
+fails with a ``JournalError`` that says which, never a traceback from sqlite. A journal
+closed cleanly is opened ``immutable``, so reading it leaves no ``-wal``/``-shm`` beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime._version import __version__
+from runtime.errors import JournalError
+from runtime.journal.codec import decode_input
+
+__all__ = ["FORMAT_VERSION", "MAGIC", "JournalReader", "RecordedTick"]
+
+FORMAT_VERSION = 1
+MAGIC = "tickwork-journal"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedTick:
+    """One recorded tick: its time, digest, inputs in order, and changed agents' fields."""
+
+    tick: int
+    now: float
+    digest: str
+    inputs: list[tuple[int, object]]
+    agents: dict[str, dict[str, Any]]
+
+
+def _read_only_uri(path: Path) -> str:
+    """An SQLite URI that reads ``path`` and leaves no ``-wal``/``-shm`` beside it.
+
+    A journal closed cleanly has no ``-wal``: opened ``immutable``, SQLite creates none. A
+    killed run's ``-wal`` holds its last ticks, so then it is read (and left) as it is.
+    """
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    if not Path(f"{path}-wal").exists():
+        uri += "&immutable=1"
+    return uri
+
+
+class JournalReader:
+    """A journal opened for reading (never written). ``header`` is its header dict.
+
+    Raises:
+        JournalError: the file is missing, not a tickwork journal, corrupt or too new.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        where = str(self.path)
+        if not self.path.is_file():
+            raise JournalError(f"no journal at {where!r}")
+        if self.path.stat().st_size == 0:
+            raise JournalError(f"{where!r} is empty, not a tickwork journal")
+        try:
+            self._conn = sqlite3.connect(_read_only_uri(self.path), uri=True)
+            meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{where!r} is not a readable tickwork journal: {exc}") from exc
+        if meta.get("magic") != MAGIC:
+            raise JournalError(f"{where!r} is an SQLite file but not a tickwork journal")
+        try:
+            version = int(meta["format"])
+            self.header: dict[str, Any] = json.loads(meta["header"])
+        except (KeyError, ValueError) as exc:
+            raise JournalError(f"{where!r} has a damaged header: {exc}") from exc
+        if version > FORMAT_VERSION:
+            raise JournalError(
+                f"{where!r} is journal format {version}, newer than this tickwork"
+                f" ({__version__}) reads (format {FORMAT_VERSION}): upgrade tickwork"
+            )
+        try:
+            self._conn.execute("SELECT count(*) FROM ticks").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{where!r} is damaged: {exc}") from exc
+
+    def tick_count(self) -> int:
+        """How many complete ticks the journal holds."""
+        return int(self._query("SELECT count(*) FROM ticks")[0][0])
+
+    def ticks(
+        self, until_tick: int | None = None, *, states: bool = True
+    ) -> Iterator[RecordedTick]:
+        """The recorded ticks in order (up to ``until_tick`` inclusive).
+
+        ``states=False`` leaves out the changed agents' fields (``agents`` is empty): a
+        replay needs them only to explain a divergence (``states_until``), and decoding
+        them costs a third of a replay.
+
+        Raises:
+            JournalError: the file is damaged or holds an input that does not decode.
+        """
+        limit = until_tick if until_tick is not None else 2**62
+        ticks = self._query(
+            "SELECT tick, now, digest FROM ticks WHERE tick <= ? ORDER BY tick", limit
+        )
+        inputs: dict[int, list[tuple[int, object]]] = {}
+        for tick, seq, kind, payload in self._query(
+            "SELECT tick, seq, kind, payload FROM inputs WHERE tick <= ? ORDER BY tick, seq", limit
+        ):
+            inputs.setdefault(tick, []).append((seq, decode_input(kind, payload)))
+        by_tick: dict[int, dict[str, dict[str, Any]]] = {}
+        if states:
+            for tick, agent, fields in self._query(
+                "SELECT tick, agent, fields FROM agent_states WHERE tick <= ?", limit
+            ):
+                by_tick.setdefault(tick, {})[agent] = json.loads(fields)
+        for tick, now, digest in ticks:
+            yield RecordedTick(tick, now, digest, inputs.get(tick, []), by_tick.get(tick, {}))
+
+    def states_until(
+        self, tick: int
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+        """Each agent's last recorded fields up to ``tick``, and those recorded at ``tick``.
+
+        Raises:
+            JournalError: the file is damaged.
+        """
+        last: dict[str, dict[str, Any]] = {}
+        at: dict[str, dict[str, Any]] = {}
+        for when, agent, fields in self._query(
+            "SELECT tick, agent, fields FROM agent_states WHERE tick <= ? ORDER BY tick", tick
+        ):
+            last[agent] = json.loads(fields)
+            if when == tick:
+                at[agent] = last[agent]
+        return last, at
+
+    def rows(self, table: str, until_tick: int) -> Iterator[tuple[Any, ...]]:
+        """The raw rows of ``table`` (ticks, inputs, agent_states) up to ``until_tick``.
+
+        Raises:
+            JournalError: the file is damaged.
+        """
+        if table not in ("ticks", "inputs", "agent_states"):
+            raise ValueError(f"`table` must be a journal table, got {table!r}")
+        try:
+            cursor = self._conn.execute(
+                f"SELECT * FROM {table} WHERE tick <= ? ORDER BY rowid", (until_tick,)
+            )
+            while batch := cursor.fetchmany(4096):
+                yield from batch
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{str(self.path)!r} is damaged: {exc}") from exc
+
+    def _query(self, sql: str, *args: Any) -> list[Any]:
+        try:
+            return self._conn.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{str(self.path)!r} is damaged: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the file."""
+        self._conn.close()
+
+    def __enter__(self) -> JournalReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,160 @@
+"""Ctrl-C stops ``tickwork run`` within half a second at any scale (DESIGN.md), leaving a
+journal that replays and resumes: real subprocesses, real SIGINT, big scenarios."""
+
+from __future__ import annotations
+
+import gc
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime.journal import JournalReader
+from tests.cli.test_cli import ROOT, TICKWORK, tickwork
+from tests.conftest import wait_for
+
+# A tick in progress that would take two minutes: its agent is a tripwire that, the first
+# time it takes its step TRIP (in the first tick, or a later one), says so (a file) and then takes its time. Ctrl-C must not wait
+# for that tick: it is abandoned, and the journal ends at the tick before. The marker makes
+# the tripwire quick ever after, in the replay and in the resumed run.
+TRIPWIRE = """
+import os, time
+from runtime import Sleep
+
+ENTERED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "entered")
+
+def tripwire(turn):
+    for step in range(1, 4):
+        if step == {trip} and not os.path.exists(ENTERED):
+            open(ENTERED, "w").close()
+            time.sleep(120)
+        yield Sleep(1)
+    return "tripped"
+"""
+
+BIG = """
+name = "big"
+[world]
+clock = "virtual"
+[[agents]]
+name = "tripwire"
+behaviour = "trip:tripwire"
+[[agents]]
+count = {count}
+steps = [{{ sleep = 1 }}, {{ sleep = 1 }}, {{ sleep = 1 }}, {{ finish = "done" }}]
+"""
+
+HUGE = """
+name = "huge"
+[world]
+clock = "virtual"
+[[agents]]
+count = 200000
+steps = [{ sleep = 1 }, { finish = "done" }]
+"""
+
+# Loose: CI machines are shared. The real figure (0.5 s by DESIGN) is in the CHANGELOG.
+LATENCY_BOUND = 5.0
+
+
+def _ctrl_c(args: list[str], ready: Path, timeout: float = 40) -> tuple[float, dict, str]:
+    """Run ``tickwork ARGS``, send SIGINT once ``ready`` exists; returns
+    the seconds from the signal to the exit, the JSON summary, and stderr."""
+    proc = subprocess.Popen(
+        [TICKWORK, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(
+            lambda: ready.exists() or proc.poll() is not None,
+            timeout=timeout,
+            what=f"{ready.name} to appear",
+        )
+        assert proc.poll() is None, proc.communicate(timeout=10)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, err = proc.communicate(timeout=timeout)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+    assert proc.returncode == 130, err  # the README's table: stopped by Ctrl-C
+    assert "Traceback" not in err, err
+    return took, json.loads(out), err
+
+
+def _committed(journal: Path) -> int:
+    with JournalReader(journal) as reader:
+        return reader.tick_count()
+
+
+@pytest.mark.parametrize("trip", [1, 2], ids=["in the first tick", "in a later tick"])
+def test_ctrl_c_abandons_the_tick_in_progress_and_the_journal_replays_and_resumes(trip, tmp_path):
+    (tmp_path / "trip.py").write_text(TRIPWIRE.replace("{trip}", str(trip)))
+    scenario = tmp_path / "big.toml"
+    scenario.write_text(BIG.format(count=20_000))
+    journal = tmp_path / "big.db"
+    run = ["run", str(scenario), "--journal", str(journal), "--json", "--quiet"]
+    took, summary, _ = _ctrl_c(run, tmp_path / "entered")
+    assert took < LATENCY_BOUND, f"took {took:.2f} s to stop"
+    assert summary["ended"] == "stopped by SIGINT"
+    # The tick in progress is not in the journal: it ends at the tick before.
+    committed = _committed(journal)
+    assert summary["ticks"] == committed + 1
+    assert committed == 0 if trip == 1 else committed >= 1
+    assert summary["digest"] == ""  # a half-ticked world has no digest worth showing
+    replayed = tickwork("replay", str(journal), "--path", str(tmp_path), timeout=50)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout.startswith(f"replay matched: {committed} ticks")
+    # Resumed, the run carries on from the journal (a journal of no ticks: from the
+    # start, its agents spawned as `run` would) and ends as a run never stopped would.
+    resumed = tickwork(
+        "resume", str(journal), "--scenario", str(scenario), "--json", "--quiet", timeout=50
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    done = json.loads(resumed.stdout)
+    assert done["ended"] == "finished"
+    assert done["agents"] == {"complete": 20_001}
+    again = tickwork("replay", str(journal), "--path", str(tmp_path), timeout=50)
+    assert again.returncode == 0 and again.stdout.startswith("replay matched"), again.stderr
+
+
+def test_ctrl_c_while_200000_agents_are_spawned_stops_at_once(tmp_path):
+    scenario = tmp_path / "huge.toml"
+    scenario.write_text(HUGE)
+    journal = tmp_path / "huge.db"
+    run = ["run", str(scenario), "--journal", str(journal), "--json", "--quiet"]
+    # The journal is created just before the world is built and the agents spawned (about
+    # a second for 200,000); the first tick, which starts them all, takes ten more.
+    took, summary, _ = _ctrl_c(run, journal)
+    assert took < LATENCY_BOUND, f"took {took:.2f} s to stop"
+    assert summary["ended"] == "stopped by SIGINT"
+    assert summary["ticks"] <= 1 and summary["scenario_agents"] == 200_000
+    assert _committed(journal) == 0
+    replayed = tickwork("replay", str(journal), timeout=60)
+    assert replayed.returncode == 0, replayed.stderr
+
+
+def test_a_run_freezes_what_survives_each_full_collection_so_the_next_ones_stay_short():
+    # Ctrl-C waits for a full collection (it runs in C): each must walk only what is new.
+    from runtime.cli.run import short_collections
+
+    gc.collect()
+    gc.unfreeze()
+    try:
+        with short_collections():
+            survivor = [object() for _ in range(1000)]
+            assert gc.get_freeze_count() == 0
+            gc.collect(1)  # a young collection freezes nothing
+            assert gc.get_freeze_count() == 0
+            gc.collect()
+            frozen = gc.get_freeze_count()
+            assert frozen >= len(survivor)
+        later = [object() for _ in range(1000)]
+        gc.collect()
+        assert gc.get_freeze_count() <= frozen < frozen + len(later)  # the block's end stops it
+    finally:
+        gc.unfreeze()
