@@ -198,6 +198,7 @@ class TickMachine:
                     ran += 1
                     if timers:
                         timers.run_due(now)
+                    esper.clear_dead_entities()  # what esper.process does first
                     for system in systems:
                         system.process(state)
                     # The tail of a tick that tracks no digest (see `_record`).

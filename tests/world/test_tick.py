@@ -257,3 +257,32 @@ def test_an_inputs_only_observer_sees_every_tick_with_inputs_and_keeps_the_fast_
         assert every == [world.tick_count] and len(seen) == 2
     finally:
         world.close()
+
+
+@dataclass
+class Badge:
+    """A host component on agents, to see released agents' entities go."""
+
+    number: int = 0
+
+
+def test_released_agents_entities_go_as_in_the_whole_pipeline() -> None:
+    def run(watched: bool) -> list[Any]:
+        world = World(clock=ManualClock(), keep_finished=0)
+        try:
+            seen: list[tuple[int, list[int]]] = []
+
+            def census(ctx: SystemContext) -> None:  # what a host system's query sees
+                seen.append((ctx.tick, [badge.number for _e, (badge,) in ctx.query(Badge)]))
+
+            world.add_system(census, after="apply_inputs")
+            if watched:
+                world.observe(lambda report, inputs: None)
+            for n in range(6):
+                world.spawn(_sleeper, [0.5 * (n + 1), 1.0], components=[Badge(n)])
+            world.run_until_idle()
+            return [world.tick_count, world.query(Badge), seen]
+        finally:
+            world.close()
+
+    assert run(watched=False) == run(watched=True)
