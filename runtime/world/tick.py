@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import threading
 from collections.abc import Callable, Iterator
 from time import perf_counter
@@ -19,8 +18,7 @@ from typing import Any
 
 import esper
 
-from runtime.clock import Clock, ManualClock
-from runtime.hub import InteractionHub
+from runtime.clock import Clock
 from runtime.world import sigint
 from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
 from runtime.world.effects import LiveEffects
@@ -47,7 +45,6 @@ class TickMachine:
     here; see `World.__init__` for what each holds."""
 
     clock: Clock
-    hub: InteractionHub
     _state: WorldState
     _host: HostECS
     _inbox: Inbox
@@ -65,8 +62,6 @@ class TickMachine:
     _digest_total: int
     _live: bool
     _name: str
-    _pipeline: list[Any]  # the built-in systems, in order (host systems are esper's)
-    _stages: list[str]
 
     def _check_open(self) -> None:
         raise NotImplementedError
@@ -100,137 +95,6 @@ class TickMachine:
         finally:
             if deferring:
                 sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
-
-    def _unwatched(self) -> bool:
-        """Whether nobody watches this world tick by tick and it waits on no lane work:
-        the condition for ``_skip_ahead`` (with a ``ManualClock``)."""
-        return (
-            self._journal is None
-            and not self._track_digests
-            and not self._observers
-            and self._probe is None
-            and self._recorder is None
-            and not self._state.lane_waiting
-            and isinstance(self.clock, ManualClock)
-        )
-
-    def _skip_limit(self, now: float) -> float | None:
-        """The time ``_skip_ahead`` must stop before (a prompt's or a lockstep job's
-        deadline, or infinity), or None when lockstep has work to land now."""
-        limit = self.hub.next_deadline()
-        lockstep = self._lockstep
-        if lockstep is not None:
-            if lockstep.can_move(now):
-                return None
-            due = lockstep.next_due()
-            if due is not None and (limit is None or due < limit):
-                limit = due
-        return math.inf if limit is None else limit
-
-    def _lean_pipeline(self) -> list[Any]:
-        """The systems a tick without inputs, outcomes, prompts due or lane work can need,
-        in pipeline order, host systems in their places: every system but applying inputs,
-        expiring prompts, collecting outcomes and mirroring the lanes."""
-        skipped = {"apply_inputs", "expire_prompts", "collect_outcomes", "mirror_lane_stats"}
-        hosted = self._host.systems
-        order: list[Any] = []
-        for gap in range(len(self._stages) + 1):
-            order.extend(system for at, system in hosted if at == gap)
-            if gap < len(self._stages) and self._stages[gap] not in skipped:
-                order.append(self._pipeline[gap])
-        return order
-
-    def _skip_ahead(self, budget: int) -> tuple[int, bool]:  # noqa: PLR0915 - a hot loop
-        """Run the ticks a time-skipping loop would run while no input, outcome or lane
-        work can arrive, without walking the whole pipeline; returns ``(ticks, moving)``.
-
-        Called at a fixed point when ``_unwatched()``. Time jumps to each deadline (a
-        sleeper's, a host timer's) as ``run_until_idle`` would make it, and every tick the
-        loop would run runs, with its number and time: the wake-up, what follows from it
-        (an end, its abort the tick after, a joining parent, host systems and actions), and
-        the quiet tick that ends every burst. No input, outcome or prompt expiry can come
-        in such a tick, nor any lane to mirror, so those systems are skipped; nobody
-        watches, so no report is made. The results, tick numbers and times are the whole
-        pipeline's, at a few microseconds a wake-up instead of two full ticks.
-
-        A tick that sends work to a lane mirrors the lanes and ends the loop with
-        ``moving`` True (the caller ticks on, as after any tick that changed something). It
-        also stops before ``budget`` would be passed, before a prompt or lockstep
-        deadline, and when an input arrives (a command, a prompt event) or a Ctrl-C lands;
-        ``moving`` then says whether the last tick changed something.
-        """
-        state = self._state
-        clock = self.clock
-        assert isinstance(clock, ManualClock)
-        limit = self._skip_limit(clock.now())
-        if limit is None:
-            return 0, False
-        systems = self._lean_pipeline()
-        mirror = self._pipeline[self._stages.index("mirror_lane_stats")]
-        # Without host systems a tick with nothing queued is known to change nothing.
-        can_be_quiet = not self._host.systems
-        host = self._host
-        lockstep = self._lockstep
-        inbox, timers, next_timer = self._inbox, self._timers, state.next_timer
-        finished, keep = state.finished, state.keep_finished
-        ran = 0
-        moving = False  # whether the last tick changed something: the next runs at once
-        deferring = sigint.enter()
-        try:
-            with self._lock, ESPER_LOCK, self._in_esper():
-                while ran < budget:
-                    if len(inbox) or (deferring and sigint.pending()):
-                        break
-                    now = clock.now()
-                    if not moving:
-                        deadline = next_timer()
-                        if timers:
-                            due = timers.next_due()
-                            if due is not None and (deadline is None or due < deadline):
-                                deadline = due
-                        if deadline is None or deadline >= limit or deadline == math.inf:
-                            break
-                        if deadline > now:
-                            now = clock.set(deadline)
-                    state.tick += 1
-                    state.now = now
-                    state.changed_this_tick = state.stepped = 0
-                    ran += 1
-                    if timers:
-                        timers.run_due(now)
-                    esper.clear_dead_entities()  # what esper.process does first
-                    for system in systems:
-                        system.process(state)
-                    # The tail of a tick that tracks no digest (see `_record`).
-                    if state.created:
-                        self._note_new_agents()
-                    if state.to_forget or (keep is not None and len(finished) > keep):
-                        self._release_finished()
-                    host.take_errors()  # a report's; logged when they were raised
-                    # Lockstep outcomes come only of work dispatched since the loop began
-                    # (`_skip_limit` saw the rest), and dispatching makes it `fresh`.
-                    if state.lane_waiting or (lockstep is not None and lockstep.fresh):
-                        mirror.process(state)  # work went out: the lanes changed
-                        return ran, True
-                    moving = bool(state.changed_this_tick or state.ready)
-                    if (
-                        moving
-                        and can_be_quiet
-                        and ran < budget
-                        and not (state.ready or state.to_abort or state.to_interrupt)
-                        and not (state.sleepers and state.sleepers[0] <= now)
-                        and not len(inbox)
-                        and not timers
-                    ):
-                        # The next tick is the quiet one: nothing is queued for any system.
-                        state.tick += 1
-                        state.changed_this_tick = state.stepped = 0
-                        ran += 1
-                        moving = False
-        finally:
-            if deferring:
-                sigint.leave()
-        return ran, moving
 
     def _hub_event(self, event: object) -> None:
         # Lockstep's hub listener: a prompt event a lane job caused waits in its slot.
@@ -317,6 +181,16 @@ class TickMachine:
         observers = self._observers
         if inputs and self._input_observers:
             observers = observers + self._input_observers
+        self._notify(observers, report, inputs)
+        return report
+
+    def _notify(
+        self,
+        observers: list[Callable[[TickReport, list[tuple[int, object]]], object]],
+        report: TickReport,
+        inputs: list[tuple[int, object]],
+    ) -> None:
+        """Call each observer with the tick's report; one that raises is logged."""
         for observer in observers:
             try:
                 observer(report, inputs)
@@ -324,7 +198,6 @@ class TickMachine:
                 if isinstance(exc, KeyboardInterrupt):
                     sigint.note_keyboard_interrupt()
                 log.exception("tick observer %r raised", observer)
-        return report
 
     def _record(
         self, inputs: list[tuple[int, object]], changed: list[tuple[str, dict[str, Any]]] | None

@@ -48,6 +48,7 @@ from runtime.world.observing import Observing
 from runtime.world.probe import Probe, process_probes
 from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
+from runtime.world.skip import SkipAhead
 from runtime.world.state import Effects, WorldState
 from runtime.world.tick import ESPER_LOCK as _ESPER_LOCK
 from runtime.world.tick import TickMachine
@@ -61,7 +62,7 @@ _world_numbers = itertools.count(1)
 
 
 # The order of the bases matters: a mixin's stub of a method another provides comes after it.
-class World(TickMachine, RunLoop, HostAPI, AgentAPI, Observing):
+class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
     """A world of agents, advanced tick by tick. See the module docstring for threads.
 
     The commands on agents and the reads (``spawn``, ``send``, ``status``, ...) come from

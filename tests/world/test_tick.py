@@ -9,6 +9,9 @@ unwatched, and asks for the same ticks, times, statuses, results and digest.
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -286,3 +289,117 @@ def test_released_agents_entities_go_as_in_the_whole_pipeline() -> None:
             world.close()
 
     assert run(watched=False) == run(watched=True)
+
+
+def test_a_ctrl_c_in_a_skipped_tick_is_raised_after_that_tick() -> None:
+    def kicker(turn: Any) -> Generator[Any, Any, str]:
+        yield Sleep(1.0)
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C lands during this tick
+        yield Sleep(1.0)
+        yield Sleep(1.0)
+        return "done"
+
+    def run(watched: bool) -> tuple[int, int, float]:
+        world = World(clock=ManualClock())
+        try:
+            if watched:
+                world.observe(lambda report, inputs: None)
+            world.spawn(kicker)
+            with pytest.raises(KeyboardInterrupt):
+                world.run_until_idle()
+            at = world.tick_count
+            world.run_until_idle()
+            return at, world.tick_count, world.now
+        finally:
+            world.close()
+
+    assert run(watched=False) == run(watched=True)
+
+
+def test_host_systems_after_the_mirror_see_the_lanes_as_after_a_whole_tick() -> None:
+    from runtime import CallTools, ToolCall
+    from systems import LaneGauge
+
+    def caller(turn: Any) -> Generator[Any, Any, str]:
+        yield Sleep(1.0)
+        yield CallTools(ToolCall("c1", "quick", {}))  # work goes out in a skipped tick
+        return "done"
+
+    def run(watched: bool) -> list[tuple[int, float, int]]:
+        world = World(clock=ManualClock())
+        try:
+
+            @world.tools.tool("quick")
+            def quick(args: Any, ctx: Any) -> str:
+                return "ok"
+
+            seen: list[tuple[int, float, int]] = []
+
+            def after_mirror(ctx: SystemContext) -> None:
+                for _entity, (gauge,) in ctx.query(LaneGauge):
+                    if gauge.name == "tools":
+                        seen.append((ctx.tick, ctx.now, gauge.stats.enqueued))
+
+            world.add_system(after_mirror, after="mirror_lane_stats")
+            if watched:
+                world.observe(lambda report, inputs: None)
+            world.spawn(caller)
+            world.run_until_idle(timeout=30)
+            return seen
+        finally:
+            world.close()
+
+    assert run(watched=False) == run(watched=True)
+
+
+def test_an_observer_or_system_added_mid_skip_sees_what_it_would_have() -> None:
+    def run(watched: bool) -> tuple[list[tuple[int, float]], list[int]]:
+        world = World(clock=ManualClock())
+        try:
+            if watched:
+                world.observe(lambda report, inputs: None)
+            seen: list[tuple[int, float]] = []
+            calls: list[int] = []
+            late = lambda report, inputs: seen.append((report.tick, report.now))  # noqa: E731
+            world.call_at(2.0, lambda: world.observe(late))
+            world.call_at(1.5, lambda: world.add_system(lambda ctx: calls.append(ctx.tick)))
+            world.spawn(_sleeper, [1.0] * 5)
+            world.run_until_idle()
+            return seen, calls
+        finally:
+            world.close()
+
+    assert run(watched=False) == run(watched=True)
+
+
+def test_the_skip_lets_a_reader_in_between_slices_of_ticks() -> None:
+    # A reader blocked on the world's lock must get in while the skip goes on: the
+    # behaviour sleeps until the reader is through (or a million ticks went by).
+    asked, through = threading.Event(), threading.Event()
+
+    def waiter(turn: Any) -> Generator[Any, Any, int]:
+        asked.set()
+        steps = 0
+        while not through.is_set() and steps < 1_000_000:
+            steps += 1
+            yield Sleep(1.0)
+        return steps
+
+    world = World(clock=ManualClock())
+    try:
+        counts: list[Any] = []
+
+        def reader() -> None:
+            assert asked.wait(30)
+            counts.append(world.counts())  # takes the world's lock
+            through.set()
+
+        thread = threading.Thread(target=reader, daemon=True)
+        thread.start()
+        agent = world.spawn(waiter)
+        world.run_until_idle(max_ticks=10_000_000)
+        thread.join(30)
+        assert through.is_set() and counts
+        assert world.result(agent) < 1_000_000  # the reader got in before the end
+    finally:
+        world.close()

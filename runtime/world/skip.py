@@ -1,0 +1,256 @@
+"""Skipping ahead: the ticks of a virtual-time run that only sleepers and host code move.
+
+`SkipAhead` is mixed into `World`. At a fixed point, ``run_until_idle`` on a ``ManualClock``
+would set the clock to the next deadline and tick, then tick once more to find the next
+fixed point, and so on: two whole pipelines per wake-up, though such a tick can have no
+input, no outcome, no prompt due and no lane to mirror. When nobody watches the world tick
+by tick (no every-tick observer, probe, metrics, journal or digest tracking) and no lane
+work is in flight, ``_skip_ahead`` runs exactly those ticks itself, with their numbers and
+times: each deadline set (a sleeper's or a host timer's), the host timers run, then only
+the stages that can have work (abort, interrupts, host systems, step, dispatch, reflect),
+no report made, and the quiet tick that ends a burst counted without being run when no
+host system could change something in it. The results, tick numbers, times, digest and
+host-system calls are the whole pipeline's; ``tests/world/test_tick.py`` compares them.
+
+It hands back to the loop at the first tick that sends work to a lane (mirrored as the
+whole tick would, then ``moving``), before a prompt or lockstep deadline, when an input
+arrives (a command, a prompt event) or a Ctrl-C lands, when something starts watching, and
+at the tick budget. It takes the world's locks a slice of ticks at a time, so that readers
+(``status``, ``counts``, ...) and other worlds' ticks are not shut out for the whole run.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import esper
+
+from runtime.clock import Clock, ManualClock
+from runtime.hub import InteractionHub
+from runtime.lane.tool_lane import ToolLane
+from runtime.world import sigint
+from runtime.world.host import HostECS
+from runtime.world.inputs import Inbox
+from runtime.world.lockstep import Lockstep
+from runtime.world.metrics import MetricsRecorder
+from runtime.world.probe import Probe
+from runtime.world.recorder import Recorder
+from runtime.world.report import TickReport
+from runtime.world.state import WorldState
+from runtime.world.tick import ESPER_LOCK
+from runtime.world.timers import HostTimers
+
+__all__ = ["SKIP_SLICE", "SkipAhead"]
+
+SKIP_SLICE = 64
+"""Ticks run under one hold of the world's locks (a few hundred microseconds)."""
+
+# Stages a skipped tick cannot need: no inputs, so no outcomes; no prompt due; the lanes
+# are mirrored only in a tick that sends them work.
+_NOT_NEEDED = {"apply_inputs", "expire_prompts", "collect_outcomes", "mirror_lane_stats"}
+
+
+class SkipAhead:
+    """The fast path of ``run_until_idle`` (mixed into `World`); see the module docstring."""
+
+    clock: Clock
+    hub: InteractionHub
+    lane: ToolLane
+    inference_lane: ToolLane
+    _state: WorldState
+    _host: HostECS
+    _inbox: Inbox
+    _lockstep: Lockstep | None
+    _lock: threading.RLock
+    _timers: HostTimers
+    _observers: list[Callable[[TickReport, list[tuple[int, object]]], object]]
+    _probe: Probe | None
+    _recorder: MetricsRecorder | None
+    _journal: Recorder | None
+    _track_digests: bool
+    _pipeline: list[Any]  # the built-in systems, in order (host systems are esper's)
+    _stages: list[str]
+
+    # Provided by `TickMachine`.
+    def _in_esper(self) -> Any:
+        raise NotImplementedError
+
+    def _note_new_agents(self) -> None:
+        raise NotImplementedError
+
+    def _release_finished(self) -> None:
+        raise NotImplementedError
+
+    def _notify(
+        self,
+        observers: list[Callable[[TickReport, list[tuple[int, object]]], object]],
+        report: TickReport,
+        inputs: list[tuple[int, object]],
+    ) -> None:
+        raise NotImplementedError
+
+    def _unwatched(self) -> bool:
+        """Whether nobody watches this world tick by tick and no lane work is in flight
+        (an agent's, or a cancelled agent's job still running): ``_skip_ahead``'s condition."""
+        return (
+            self._journal is None
+            and not self._track_digests
+            and not self._observers
+            and self._probe is None
+            and self._recorder is None
+            and not self._state.lane_waiting
+            and isinstance(self.clock, ManualClock)
+            and not self.lane.stats().in_flight
+            and not self.inference_lane.stats().in_flight
+        )
+
+    def _watched(self, hosted: int) -> bool:
+        """Whether something started watching (or a host system came) since the skip began."""
+        return (
+            bool(self._observers)
+            or self._probe is not None
+            or self._recorder is not None
+            or len(self._host.systems) != hosted
+        )
+
+    def _skip_limit(self, now: float) -> float | None:
+        """The time ``_skip_ahead`` must stop before (a prompt's or a lockstep job's
+        deadline, or infinity), or None when lockstep has work to land now."""
+        limit = self.hub.next_deadline()
+        lockstep = self._lockstep
+        if lockstep is not None:
+            if lockstep.can_move(now):
+                return None
+            due = lockstep.next_due()
+            if due is not None and (limit is None or due < limit):
+                limit = due
+        return math.inf if limit is None else limit
+
+    def _lean_pipeline(self) -> tuple[list[Any], list[Any]]:
+        """The systems a skipped tick can need, in pipeline order with the host systems in
+        their places: those before the lane mirror's place, and those after it."""
+        hosted = self._host.systems
+        before: list[Any] = []
+        after: list[Any] = []
+        order = before
+        for gap in range(len(self._stages) + 1):
+            order.extend(system for at, system in hosted if at == gap)
+            if gap < len(self._stages):
+                stage = self._stages[gap]
+                if stage == "mirror_lane_stats":
+                    order = after
+                elif stage not in _NOT_NEEDED:
+                    order.append(self._pipeline[gap])
+        return before, after
+
+    def _skip_ahead(self, budget: int) -> tuple[int, bool]:  # noqa: PLR0915 - a hot loop
+        """Run the ticks ``run_until_idle`` would run from this fixed point while only
+        sleepers and host code move (see the module docstring), at most ``budget`` of them.
+
+        Returns ``(ticks run, moving)``: ``moving`` says whether the last tick changed
+        something (the caller then ticks on at once, as after any such tick).
+        """
+        state = self._state
+        clock = self.clock
+        assert isinstance(clock, ManualClock)
+        limit = self._skip_limit(clock.now())
+        if limit is None:
+            return 0, False
+        before, after = self._lean_pipeline()
+        mirror = self._pipeline[self._stages.index("mirror_lane_stats")]
+        host = self._host
+        hosted = len(host.systems)
+        # Without host systems a tick with nothing queued is known to change nothing.
+        can_be_quiet = not hosted
+        lockstep = self._lockstep
+        inbox, timers, next_timer = self._inbox, self._timers, state.next_timer
+        finished, keep = state.finished, state.keep_finished
+        ran = 0
+        moving = False
+        done = False
+        deferring = sigint.enter()
+        try:
+            while not done and ran < budget:
+                if ran:
+                    time.sleep(0)  # between slices: a thread waiting for the locks gets them
+                with self._lock, ESPER_LOCK, self._in_esper():
+                    end = min(budget, ran + SKIP_SLICE)
+                    while ran < end:
+                        if len(inbox) or (deferring and sigint.pending()):
+                            done = True
+                            break
+                        now = clock.now()
+                        if not moving:
+                            deadline = next_timer()
+                            if timers:
+                                due = timers.next_due()
+                                if due is not None and (deadline is None or due < deadline):
+                                    deadline = due
+                            if deadline is None or deadline >= limit or deadline == math.inf:
+                                done = True
+                                break
+                            if deadline > now:
+                                now = clock.set(deadline)
+                        state.tick += 1
+                        state.now = now
+                        state.changed_this_tick = state.stepped = 0
+                        ran += 1
+                        if timers:
+                            timers.run_due(now)
+                            if len(host.systems) != hosted:  # a timer added one: it runs
+                                before, after = self._lean_pipeline()  # from this tick on
+                                hosted = len(host.systems)
+                                can_be_quiet = False
+                        esper.clear_dead_entities()  # what esper.process does first
+                        for system in before:
+                            system.process(state)
+                        # Lockstep outcomes come only of work dispatched since the skip
+                        # began (`_skip_limit` saw the rest); dispatching makes it fresh.
+                        sent = bool(state.lane_waiting) or (lockstep is not None and lockstep.fresh)
+                        if sent:
+                            mirror.process(state)  # work went out: the lanes changed
+                        for system in after:
+                            system.process(state)
+                        # The tail of a tick that tracks no digest (see `_record`).
+                        if state.created:
+                            self._note_new_agents()
+                        if state.to_forget or (keep is not None and len(finished) > keep):
+                            self._release_finished()
+                        errors = host.take_errors()
+                        moving = bool(state.changed_this_tick or state.ready)
+                        if self._observers:  # one came (a timer, another thread): it sees
+                            report = TickReport(  # this tick, as after a whole one
+                                state.tick,
+                                now,
+                                0,
+                                state.stepped,
+                                state.changed_this_tick,
+                                None,
+                                errors,
+                            )
+                            self._notify(self._observers, report, [])
+                        if sent or self._watched(hosted):
+                            return ran, moving or sent
+                        if (
+                            moving
+                            and can_be_quiet
+                            and ran < budget
+                            and not (state.ready or state.to_abort or state.to_interrupt)
+                            and not (state.sleepers and state.sleepers[0] <= now)
+                            and not len(inbox)
+                            and not timers
+                            and not (deferring and sigint.pending())
+                        ):
+                            # The next tick is the quiet one: nothing is queued anywhere.
+                            state.tick += 1
+                            state.changed_this_tick = state.stepped = 0
+                            ran += 1
+                            moving = False
+        finally:
+            if deferring:
+                sigint.leave()
+        return ran, moving
