@@ -108,15 +108,6 @@ class SkipAhead:
             and not self.inference_lane.stats().in_flight
         )
 
-    def _watched(self, hosted: int) -> bool:
-        """Whether something started watching (or a host system came) since the skip began."""
-        return (
-            bool(self._observers)
-            or self._probe is not None
-            or self._recorder is not None
-            or len(self._host.systems) != hosted
-        )
-
     def _skip_limit(self, now: float) -> float | None:
         """The time ``_skip_ahead`` must stop before (a prompt's or a lockstep job's
         deadline, or infinity), or None when lockstep has work to land now."""
@@ -222,8 +213,8 @@ class SkipAhead:
                             self._release_finished()
                         errors = host.take_errors()
                         moving = bool(state.changed_this_tick or state.ready)
-                        if self._observers:  # one came (a timer, another thread): it sees
-                            report = TickReport(  # this tick, as after a whole one
+                        if self._observers:  # one came (a timer, another thread): it
+                            report = TickReport(  # sees this tick, as after a whole one
                                 state.tick,
                                 now,
                                 0,
@@ -233,7 +224,13 @@ class SkipAhead:
                                 errors,
                             )
                             self._notify(self._observers, report, [])
-                        if sent or self._watched(hosted):
+                            return ran, moving or sent
+                        if (
+                            sent
+                            or self._probe is not None
+                            or self._recorder is not None
+                            or len(host.systems) != hosted
+                        ):
                             return ran, moving or sent
                         if (
                             moving
