@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from heapq import heappush
+from typing import Any
+
 import esper
 
 from components import Phase, StatusKind
@@ -11,7 +14,7 @@ from runtime.world.state import AgentRecord, Throw, WorldState
 
 from .lifecycle import await_children, create_agent, end_turn, fail, finish, resume_with
 
-__all__ = ["StepBehaviors"]
+__all__ = ["StepBehaviors", "step_ready", "step_sleepers", "take_action"]
 
 _WORK = (Think, CallTools, Ask)
 
@@ -20,95 +23,176 @@ class StepBehaviors(esper.Processor):
     """Runs after outcomes are collected, so an agent whose result arrived this tick steps
     this tick. Touches only the ready set (plus sleepers now due), in spawn order."""
 
-    def process(self, state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
+    def process(self, state: WorldState) -> None:
         if state.sleepers and state.sleepers[0] <= state.now:
             state.wake_sleepers()
-        ready = state.ready
-        if not ready:
-            return
-        state.ready = next_ready = {}
-        now = state.now
-        dirty = state.dirty
-        dispatch = state.to_dispatch
-        buckets = state.sleep_buckets
-        add_sleeper = state.add_sleeper
-        ready_phase, sleeping = Phase.READY, Phase.SLEEPING
-        throw = Throw
-        # Everything looked at here may change; one C-level update marks the whole batch
-        # for the digest instead of one dict store per agent.
-        dirty.update(ready)
-        skipped = 0
-        # The inner loop of the runtime: kept flat and in one function on purpose, since
-        # every attribute lookup here is paid once per agent per tick. It walks the ready
-        # set in insertion order, not sorted: every insertion happens on the tick thread in
-        # an order fixed by the inputs and their ticks, so a replay walks it in the same
-        # order, and not sorting saves a list and a lookup per agent.
-        # No pause check: a paused agent is never in `ready` (see WorldState.held).
-        for ordinal, rec in ready.items():
-            turn = rec.turn
+        if state.ready:
+            step_ready(state)
+
+
+def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
+    """Step every agent in ``state.ready`` by one action, in order; what becomes ready
+    for the next tick is the new ``state.ready``."""
+    ready = state.ready
+    state.ready = next_ready = {}
+    now = state.now
+    dirty = state.dirty
+    buckets = state.sleep_buckets
+    add_sleeper = state.add_sleeper
+    ready_phase, sleeping = Phase.READY, Phase.SLEEPING
+    throw = Throw
+    # Everything looked at here may change; one C-level update marks the whole batch
+    # for the digest instead of one dict store per agent.
+    dirty.update(ready)
+    skipped = 0
+    # The inner loop of the runtime: kept flat and in one function on purpose, since
+    # every attribute lookup here is paid once per agent per tick. It walks the ready
+    # set in insertion order, not sorted: every insertion happens on the tick thread in
+    # an order fixed by the inputs and their ticks, so a replay walks it in the same
+    # order, and not sorting saves a list and a lookup per agent.
+    # No pause check: a paused agent is never in `ready` (see WorldState.held).
+    for ordinal, rec in ready.items():
+        turn = rec.turn
+        try:
+            phase = turn.phase
+            if phase is not ready_phase and phase is not sleeping:
+                skipped += 1
+                continue  # readiness went stale (interrupted, cancelled)
+            value = turn.send_value
             try:
-                phase = turn.phase
-                if phase is not ready_phase and phase is not sleeping:
-                    skipped += 1
-                    continue  # readiness went stale (interrupted, cancelled)
-                value = turn.send_value
-                try:
-                    if value is None:
-                        action = turn.behavior.send(None)  # type: ignore[union-attr]
-                    else:
-                        turn.send_value = None
-                        gen = turn.behavior
-                        assert gen is not None
-                        action = (
-                            gen.throw(value.error) if value.__class__ is throw else gen.send(value)
-                        )
-                except StopIteration as stop:
-                    end_turn(state, rec, stop.value)
-                    continue
-                except BaseException as exc:  # SystemExit, a stray Cancelled: this agent's
-                    fail(state, rec, exc)
-                    continue
-                cls = action.__class__
-                if cls is Sleep:
-                    turn.phase = sleeping
-                    seconds = action.seconds
-                    if seconds <= 0:
-                        turn.deadline = now
-                        next_ready[ordinal] = rec
-                    elif not seconds > 0:  # NaN (neither <= 0 nor > 0): no deadline to pass
-                        finish(state, rec, StatusKind.ERROR, "Sleep: `seconds` is NaN")
-                    else:  # finite, or infinite: sleeps until interrupted or cancelled
-                        deadline = turn.deadline = now + seconds
-                        bucket = buckets.get(deadline)
-                        if bucket is None:
-                            add_sleeper(rec, deadline)  # a new deadline: onto the heap
-                        else:  # inlined add_sleeper: the common case, per agent
-                            seq = state.sleep_seq = state.sleep_seq + 1
-                            rec.sleep_seq = seq
-                            bucket.append((seq, rec))
-                elif cls in _WORK:
-                    turn.phase = Phase.READY  # DispatchWork sets the awaiting phase
-                    dispatch.append((rec, action))
-                elif cls is Spawn:
-                    _spawn(state, rec, action)
-                elif cls is Join:
-                    unknown = [a for a in action.agent_ids if a not in state.records]
-                    if unknown:
-                        error = UnknownAgentError(f"cannot join unknown agents {unknown}")
-                        resume_with(state, rec, Throw(error))
-                    else:
-                        await_children(state, rec, action.agent_ids)
-                elif cls in state.host_actions:  # a host action: its handler runs in dispatch
-                    turn.phase = Phase.READY
-                    dispatch.append((rec, action))
+                if value is None:
+                    action = turn.behavior.send(None)  # type: ignore[union-attr]
                 else:
-                    message = f"behaviour yielded {action!r}, which is not an action"
-                    finish(state, rec, StatusKind.ERROR, message)
-            except BaseException as exc:
-                fail(state, rec, exc, "StepBehaviors")
-        stepped = len(ready) - skipped  # behaviours advanced (or ended) this tick
-        state.stepped += stepped
-        state.changed_this_tick += stepped
+                    turn.send_value = None
+                    gen = turn.behavior
+                    assert gen is not None
+                    action = gen.throw(value.error) if value.__class__ is throw else gen.send(value)
+            except StopIteration as stop:
+                end_turn(state, rec, stop.value)
+                continue
+            except BaseException as exc:  # SystemExit, a stray Cancelled: this agent's
+                fail(state, rec, exc)
+                continue
+            if action.__class__ is Sleep:  # take_action's first case, inlined
+                turn.phase = sleeping
+                seconds = action.seconds
+                if seconds <= 0:
+                    turn.deadline = now
+                    next_ready[ordinal] = rec
+                elif not seconds > 0:  # NaN (neither <= 0 nor > 0): no deadline to pass
+                    finish(state, rec, StatusKind.ERROR, "Sleep: `seconds` is NaN")
+                else:  # finite, or infinite: sleeps until interrupted or cancelled
+                    deadline = turn.deadline = now + seconds
+                    bucket = buckets.get(deadline)
+                    if bucket is None:
+                        add_sleeper(rec, deadline)  # a new deadline: onto the heap
+                    else:  # inlined add_sleeper: the common case, per agent
+                        seq = state.sleep_seq = state.sleep_seq + 1
+                        rec.sleep_seq = seq
+                        bucket.append((seq, rec))
+            else:
+                take_action(state, rec, action, next_ready)
+        except BaseException as exc:
+            fail(state, rec, exc, "StepBehaviors")
+    stepped = len(ready) - skipped  # behaviours advanced (or ended) this tick
+    state.stepped += stepped
+    state.changed_this_tick += stepped
+
+
+def step_sleepers(state: WorldState, bucket: list[tuple[int, AgentRecord]]) -> None:
+    """Wake and step the sleepers of ``bucket`` (due at ``state.now``) with nothing else
+    ready: what ``wake_sleepers`` and then `step_ready` do, without the ready set between.
+
+    The skip-ahead path (`runtime.world.skip`) runs a tick that only wakes one deadline's
+    sleepers this way: the same agents in the same order with the same effects (a stepped
+    agent is marked dirty and counted, a paused one held, a stale entry dropped). A live
+    entry's turn is always SLEEPING with nothing to send (see `WorldState.sleep_buckets`),
+    so each is sent None.
+    """
+    next_ready = state.ready  # empty: what this tick's steps make ready goes into it
+    held, dirty, buckets, heap = state.held, state.dirty, state.sleep_buckets, state.sleepers
+    now = state.now
+    paused = StatusKind.PAUSED
+    stepped = 0
+    for entry, rec in bucket:
+        if rec.sleep_seq != entry:
+            continue  # a stale entry: the sleep was abandoned
+        if rec.status.kind is paused:
+            held[rec.ordinal] = rec
+            continue
+        turn = rec.turn
+        dirty[rec.ordinal] = rec
+        stepped += 1
+        try:
+            try:
+                action = turn.behavior.send(None)  # type: ignore[union-attr]
+            except StopIteration as stop:
+                end_turn(state, rec, stop.value)
+                continue
+            except BaseException as exc:  # as in step_ready
+                fail(state, rec, exc)
+                continue
+            # A positive sleep, compared as step_ready compares it (`<= 0` first, so a
+            # bad `seconds` fails with the same message); anything else is take_action's.
+            if action.__class__ is Sleep and not (seconds := action.seconds) <= 0 and seconds > 0:
+                deadline = turn.deadline = now + seconds  # the phase stays SLEEPING
+                seq = state.sleep_seq = state.sleep_seq + 1
+                rec.sleep_seq = seq
+                later = buckets.get(deadline)
+                if later is None:  # add_sleeper, inlined
+                    buckets[deadline] = [(seq, rec)]
+                    heappush(heap, deadline)
+                else:
+                    later.append((seq, rec))
+            else:
+                take_action(state, rec, action, next_ready)
+        except BaseException as exc:
+            fail(state, rec, exc, "StepBehaviors")
+    state.stepped += stepped
+    state.changed_this_tick += stepped
+
+
+def take_action(
+    state: WorldState, rec: AgentRecord, action: Any, next_ready: dict[int, AgentRecord]
+) -> None:
+    """Do what ``rec``'s behaviour just yielded, ``action``, at ``state.now``: park the
+    turn on it, queue it for dispatch, or end the agent if it is not an action. Readiness
+    for the next tick goes into ``next_ready``. The one place an action is read (the step
+    loops inline its common ``Sleep`` case)."""
+    turn = rec.turn
+    cls = action.__class__
+    if cls is Sleep:
+        assert isinstance(action, Sleep)
+        turn.phase = Phase.SLEEPING
+        seconds = action.seconds
+        if seconds <= 0:
+            turn.deadline = state.now
+            next_ready[rec.ordinal] = rec
+        elif not seconds > 0:  # NaN (neither <= 0 nor > 0): no deadline to pass
+            finish(state, rec, StatusKind.ERROR, "Sleep: `seconds` is NaN")
+        else:  # finite, or infinite: sleeps until interrupted or cancelled
+            deadline = turn.deadline = state.now + seconds
+            state.add_sleeper(rec, deadline)
+    elif cls in _WORK:
+        turn.phase = Phase.READY  # DispatchWork sets the awaiting phase
+        state.to_dispatch.append((rec, action))
+    elif cls is Spawn:
+        assert isinstance(action, Spawn)
+        _spawn(state, rec, action)
+    elif cls is Join:
+        assert isinstance(action, Join)
+        unknown = [a for a in action.agent_ids if a not in state.records]
+        if unknown:
+            error = UnknownAgentError(f"cannot join unknown agents {unknown}")
+            resume_with(state, rec, Throw(error))
+        else:
+            await_children(state, rec, action.agent_ids)
+    elif cls in state.host_actions:  # a host action: its handler runs in dispatch
+        turn.phase = Phase.READY
+        state.to_dispatch.append((rec, action))
+    else:
+        message = f"behaviour yielded {action!r}, which is not an action"
+        finish(state, rec, StatusKind.ERROR, message)
 
 
 def _spawn(state: WorldState, rec: AgentRecord, action: Spawn) -> None:

@@ -47,6 +47,7 @@ __all__ = [
     "abandoned",
     "abandoning",
     "enter",
+    "flags",
     "interrupt_now",
     "leave",
     "note_keyboard_interrupt",
@@ -117,6 +118,12 @@ def pending() -> bool:
     """Whether a Ctrl-C landed during the current deferring tick: a loop that runs many
     ticks under one deferral (the sleepers' fast path) stops at the next tick boundary."""
     return _state.pending
+
+
+def flags() -> _Deferral:
+    """The deferral's state, for a hot loop to read ``.pending`` on every tick without a
+    call (`pending` is the same read); read-only for callers."""
+    return _state
 
 
 def note_keyboard_interrupt() -> None:

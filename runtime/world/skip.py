@@ -9,8 +9,11 @@ work is in flight, ``_skip_ahead`` runs exactly those ticks itself, with their n
 times: each deadline set (a sleeper's or a host timer's), the host timers run, then only
 the stages that can have work (abort, interrupts, host systems, step, dispatch, reflect),
 no report made, and the quiet tick that ends a burst counted without being run when no
-host system could change something in it. The results, tick numbers, times, digest and
-host-system calls are the whole pipeline's; ``tests/world/test_tick.py`` compares them.
+host system could change something in it. A tick with no host system or timer and nothing
+queued but the sleepers due is leaner still: `step_sleepers` wakes and steps that deadline's
+bucket and nothing else runs unless the step queued work. The results, tick numbers,
+times, digest and host-system calls are the whole pipeline's; ``tests/world/test_tick.py``
+compares them.
 
 It hands back to the loop at the first tick that sends work to a lane (mirrored as the
 whole tick would, then ``moving``), before a prompt or lockstep deadline, when an input
@@ -21,6 +24,7 @@ at the tick budget. It takes the world's locks a slice of ticks at a time, so th
 
 from __future__ import annotations
 
+import heapq
 import math
 import threading
 import time
@@ -43,11 +47,17 @@ from runtime.world.report import TickReport
 from runtime.world.state import WorldState
 from runtime.world.tick import ESPER_LOCK
 from runtime.world.timers import HostTimers
+from systems.step_behaviors import step_sleepers
 
-__all__ = ["SKIP_SLICE", "SkipAhead"]
+__all__ = ["SKIP_SLICE", "YIELD_AFTER", "SkipAhead"]
 
 SKIP_SLICE = 64
 """Ticks run under one hold of the world's locks (a few hundred microseconds)."""
+
+YIELD_AFTER = 0.005
+"""Seconds of skipping after which the GIL is given up between two slices, so that a
+thread waiting for the world's locks takes them (``time.sleep(0)`` costs a context switch
+on a busy machine: doing it every slice cost the sparse runs ~15% of their wall time)."""
 
 # Stages a skipped tick cannot need: no inputs, so no outcomes; no prompt due; the lanes
 # are mirrored only in a tick that sends them work.
@@ -138,7 +148,7 @@ class SkipAhead:
                     order.append(self._pipeline[gap])
         return before, after
 
-    def _skip_ahead(self, budget: int) -> tuple[int, bool]:  # noqa: PLR0915 - a hot loop
+    def _skip_ahead(self, budget: int) -> tuple[int, bool]:  # noqa: PLR0915 - hot
         """Run the ticks ``run_until_idle`` would run from this fixed point while only
         sleepers and host code move (see the module docstring), at most ``budget`` of them.
 
@@ -153,31 +163,57 @@ class SkipAhead:
             return 0, False
         before, after = self._lean_pipeline()
         mirror = self._pipeline[self._stages.index("mirror_lane_stats")]
+        step = self._pipeline[self._stages.index("step_behaviors")]
         host = self._host
         hosted = len(host.systems)
-        # Without host systems a tick with nothing queued is known to change nothing.
+        # Without host systems a tick with nothing queued is known to change nothing, and
+        # a tick with nothing queued but sleepers due runs only the step (`step_sleepers`).
         can_be_quiet = not hosted
+        past_step = before[before.index(step) + 1 :] if can_be_quiet else []
         lockstep = self._lockstep
         inbox, timers, next_timer = self._inbox, self._timers, state.next_timer
+        # Read on every skipped tick, so as C-level truthiness rather than through
+        # `__len__`/`__bool__`/`pending()`: the inputs other threads append (the inbox's
+        # own deque: only a drain, never run here, moves them on), the timers' heap, and
+        # the main thread's Ctrl-C flag.
+        arrived, timer_heap, flags = inbox._arrived, timers._heap, sigint.flags()
+        heap, buckets, pop = state.sleepers, state.sleep_buckets, heapq.heappop
         finished, keep = state.finished, state.keep_finished
         ran = 0
         moving = False
         done = False
+        held_since = time.perf_counter()
         deferring = sigint.enter()
         try:
             while not done and ran < budget:
-                if ran:
-                    time.sleep(0)  # between slices: a thread waiting for the locks gets them
+                if ran and time.perf_counter() - held_since > YIELD_AFTER:
+                    time.sleep(0)  # a thread waiting for the locks gets them now
+                    held_since = time.perf_counter()
                 with self._lock, ESPER_LOCK, self._in_esper():
                     end = min(budget, ran + SKIP_SLICE)
+                    now = clock.now()
+                    if len(inbox):
+                        break
                     while ran < end:
-                        if len(inbox) or (deferring and sigint.pending()):
+                        if arrived or (deferring and flags.pending):
                             done = True
                             break
-                        now = clock.now()
+                        lean = (
+                            can_be_quiet
+                            and not moving
+                            and not timer_heap
+                            and not (state.ready or state.to_abort or state.to_interrupt)
+                            and not (state.to_dispatch or state.prompt_changed)
+                        )
                         if not moving:
-                            deadline = next_timer()
-                            if timers:
+                            # The earliest deadline; `next_timer` when its first entry is
+                            # stale (it drops stale entries), else read off the heap.
+                            deadline: float | None
+                            if heap and (top := buckets[heap[0]][0])[1].sleep_seq == top[0]:
+                                deadline = heap[0]
+                            else:
+                                deadline = next_timer()
+                            if timer_heap:
                                 due = timers.next_due()
                                 if due is not None and (deadline is None or due < deadline):
                                     deadline = due
@@ -190,28 +226,50 @@ class SkipAhead:
                         state.now = now
                         state.changed_this_tick = state.stepped = 0
                         ran += 1
-                        if timers:
-                            timers.run_due(now)
-                            if len(host.systems) != hosted:  # a timer added one: it runs
-                                before, after = self._lean_pipeline()  # from this tick on
-                                hosted = len(host.systems)
-                                can_be_quiet = False
-                        esper.clear_dead_entities()  # what esper.process does first
-                        for system in before:
-                            system.process(state)
-                        # Lockstep outcomes come only of work dispatched since the skip
-                        # began (`_skip_limit` saw the rest); dispatching makes it fresh.
-                        sent = bool(state.lane_waiting) or (lockstep is not None and lockstep.fresh)
-                        if sent:
-                            mirror.process(state)  # work went out: the lanes changed
-                        for system in after:
-                            system.process(state)
+                        errors: tuple[str, ...] = ()
+                        if lean:
+                            # Only the sleepers due now can move: the step alone, and the
+                            # stages after it only if it queued something for them.
+                            step_sleepers(state, buckets.pop(pop(heap)))
+                            sent = False
+                            if state.to_dispatch or state.prompt_changed:
+                                for system in past_step:
+                                    system.process(state)
+                                sent = bool(state.lane_waiting) or (
+                                    lockstep is not None and lockstep.fresh
+                                )
+                                if sent:
+                                    mirror.process(state)
+                                for system in after:
+                                    system.process(state)
+                                errors = host.take_errors()  # a host action's handler ran
+                        else:
+                            if timer_heap:
+                                timers.run_due(now)
+                                if len(host.systems) != hosted:  # a timer added one: it
+                                    before, after = self._lean_pipeline()  # runs from now
+                                    hosted = len(host.systems)
+                                    can_be_quiet = False
+                            esper.clear_dead_entities()  # what esper.process does first
+                            for system in before:
+                                system.process(state)
+                            # Lockstep outcomes come only of work dispatched since the skip
+                            # began (`_skip_limit` saw the rest); dispatching makes it fresh.
+                            sent = bool(state.lane_waiting) or (
+                                lockstep is not None and lockstep.fresh
+                            )
+                            if sent:
+                                mirror.process(state)  # work went out: the lanes changed
+                            for system in after:
+                                system.process(state)
+                            errors = host.take_errors()
                         # The tail of a tick that tracks no digest (see `_record`).
                         if state.created:
                             self._note_new_agents()
                         if state.to_forget or (keep is not None and len(finished) > keep):
                             self._release_finished()
-                        errors = host.take_errors()
+                            if lean:  # no esper.process ran: clear what was released
+                                esper.clear_dead_entities()
                         moving = bool(state.changed_this_tick or state.ready)
                         if self._observers:  # one came (a timer, another thread): it
                             report = TickReport(  # sees this tick, as after a whole one
@@ -237,10 +295,10 @@ class SkipAhead:
                             and can_be_quiet
                             and ran < budget
                             and not (state.ready or state.to_abort or state.to_interrupt)
-                            and not (state.sleepers and state.sleepers[0] <= now)
-                            and not len(inbox)
-                            and not timers
-                            and not (deferring and sigint.pending())
+                            and not (heap and heap[0] <= now)
+                            and not arrived
+                            and not timer_heap
+                            and not (deferring and flags.pending)
                         ):
                             # The next tick is the quiet one: nothing is queued anywhere.
                             state.tick += 1

@@ -227,7 +227,9 @@ class WorldState:
         # (seq, rec) that sleep until it. Agents that sleep alike share a deadline (a
         # simulation's agents all sleep 1 s from the same tick), so waking them pops one
         # heap item per bucket instead of one per agent with tuple compares on ties.
-        # An entry is stale once `rec.sleep_seq != seq` (the sleep was abandoned).
+        # An entry is stale once `rec.sleep_seq != seq` (the sleep was abandoned: the
+        # turn ended or resumed, which reset `sleep_seq`, or slept again). Invariant: a
+        # live entry's turn is SLEEPING with no `send_value` (`step_sleepers` relies on it).
         self.sleepers: list[float] = []
         self.sleep_buckets: dict[float, list[tuple[int, AgentRecord]]] = {}
         self.sleep_seq = 0

@@ -197,7 +197,7 @@ def end_turn(state: WorldState, rec: AgentRecord, value: Any) -> None:
     elif rec.spec.interactive:
         set_idle(rec)
     else:
-        finish(state, rec, StatusKind.COMPLETE, "")
+        finish(state, rec, StatusKind.COMPLETE, "", turn_over=True)
 
 
 def abandon_turn(state: WorldState, rec: AgentRecord) -> None:
@@ -220,11 +220,14 @@ def queue_message(state: WorldState, rec: AgentRecord, message: Any) -> None:
     state.touch(rec)
 
 
-def finish(state: WorldState, rec: AgentRecord, kind: StatusKind, message: str) -> None:
+def finish(
+    state: WorldState, rec: AgentRecord, kind: StatusKind, message: str, *, turn_over: bool = False
+) -> None:
     """End the agent for good with a terminal ``kind``; its work is aborted next.
 
     A tool batch still in progress is closed first: every call without a result gets an
     error result in history (rule: every tool call gets exactly one result on every path).
+    ``turn_over``: the turn was just cleared (`end_turn`), so it is not cleared again.
     """
     assert kind.is_terminal
     if rec.status.kind.is_terminal:
@@ -236,7 +239,8 @@ def finish(state: WorldState, rec: AgentRecord, kind: StatusKind, message: str) 
             if call.id not in pending.results:
                 pending.results[call.id] = ToolResult(call.id, error=error)
         record_tool_results(state, rec, pending)
-    _clear_turn(state, rec, kind.value, message)
+    if not turn_over:
+        _clear_turn(state, rec, kind.value, message)
     rec.paused_from = None
     rec.status.kind, rec.status.reason, rec.status.message = kind, None, message
     # A finished agent keeps no generator (closed above), rng or mailbox; its handle (and
@@ -271,6 +275,7 @@ def resume_with(state: WorldState, rec: AgentRecord, value: Any) -> None:
     turn.inflight = None
     turn.pending = None
     turn.deadline = None
+    rec.sleep_seq = 0  # no sleep of this turn is live now (see WorldState.sleep_buckets)
     state.lane_waiting.pop(rec.ordinal, None)
     state.make_ready(rec)
     set_active(rec)

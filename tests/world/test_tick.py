@@ -159,6 +159,8 @@ def _run(
         if watched:
             world.observe(lambda report, inputs: None)
         ids = [world.spawn("scripted", program) for program in programs]
+        world.tick()
+        world.digest()  # folds the spawns: the final digest has only what ticks marked
         ticks = world.run_until_idle(max_ticks=100_000)
         agents = {}
         for agent_id in ids:
@@ -217,6 +219,44 @@ def test_ties_ends_and_zero_sleeps_count_the_same_ticks() -> None:
     assert fast["now"] == 2.5
     kinds = [kind for kind, _message, _result in fast["agents"].values()]
     assert kinds == [StatusKind.COMPLETE] * 3 + [StatusKind.ERROR]
+
+
+def _sleepers_run(*, watched: bool) -> list[Any]:
+    """Sleepers due at distinct times (the lean tick's case), one of them paused while it
+    sleeps and resumed later, one ending in a sleep that never ends: what the world shows
+    at each fixed point."""
+    world = World(clock=ManualClock())
+    seen: list[Any] = []
+    try:
+        if watched:
+            world.observe(lambda report, inputs: None)
+        ids = [
+            world.spawn(_sleeper, [0.5, 1.25, float("inf")]),  # then sleeps for ever
+            world.spawn(_sleeper, [1.0, 0.75]),  # paused in its first sleep, from 0 s
+            world.spawn(_sleeper, [0.25, 0.5, 3.0]),
+        ]
+        world.tick()
+        world.pause(ids[1])
+        world.tick()
+        seen.append(world.digest())  # from here on, only what the ticks mark is folded
+        for step in range(2):
+            ticks = world.run_until_idle(max_ticks=1_000)
+            seen.append((ticks, world.tick_count, world.now, world.digest()))
+            seen.append([(world.status(i).kind, world.result(i)) for i in ids])
+            if step == 0:
+                world.resume(ids[1])
+        return seen
+    finally:
+        world.close()
+
+
+def test_lean_ticks_hold_paused_sleepers_and_mark_what_they_step() -> None:
+    fast, whole = _sleepers_run(watched=False), _sleepers_run(watched=True)
+    assert fast == whole
+    # The paused agent waited out the first run, then finished once resumed.
+    assert fast[2][1][0] is StatusKind.PAUSED
+    assert fast[4][1][0] is StatusKind.COMPLETE
+    assert fast[4][0][0] is StatusKind.ACTIVE  # asleep for ever (a Sleep of inf)
 
 
 def test_a_prompt_deadline_stops_the_fast_path_in_time() -> None:
