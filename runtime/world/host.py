@@ -60,19 +60,40 @@ ActionHandler = Callable[[SystemContext, str, Any], object]
 
 class HostSystem(esper.Processor):
     """One host system in the pipeline: calls ``fn(ctx)``, then applies its batched
-    structural changes, and contains whatever ``fn`` raises (see `HostECS.system_failed`)."""
+    structural changes, and contains whatever ``fn`` raises (see `HostECS.system_failed`).
 
-    def __init__(self, host: HostECS, fn: Callable[[SystemContext], object], name: str) -> None:
+    With ``run_if``, ``fn`` runs only in the ticks where ``run_if(ctx)`` is true (Bevy's
+    run conditions). The condition is asked at most once a tick: `idle` (the skip-ahead
+    path's question, asked where the system's turn would come) keeps its answer for the
+    tick's `process`. A condition that raises counts as the system failing.
+    """
+
+    def __init__(
+        self,
+        host: HostECS,
+        fn: Callable[[SystemContext], object],
+        name: str,
+        run_if: Callable[[SystemContext], object] | None = None,
+    ) -> None:
         self.fn = fn
         self.name = name
         self.host = host
+        self.run_if = run_if
         self.ctx = SystemContext(host, name)
         self.failures = 0
+        self._asked = -1  # the tick whose answer `_answer` is
+        self._answer: bool | BaseException = True
 
     def process(self, state: WorldState) -> None:
         ctx = self.ctx
         ctx._begin()
         try:
+            if self.run_if is not None:
+                answer = self._answer if self._asked == state.tick else self._ask(state)
+                if answer is not True:
+                    if answer is not False:  # the condition raised
+                        self.host.system_failed(self, answer)
+                    return
             self.fn(ctx)
         except KeyboardInterrupt:
             raise
@@ -80,6 +101,30 @@ class HostSystem(esper.Processor):
             self.host.system_failed(self, exc)
         finally:
             ctx._flush()
+
+    def idle(self, state: WorldState) -> bool:
+        """Whether ``fn`` will not run in this tick (``run_if`` says so); a system without
+        a condition runs every tick. Ask it only at the point of the tick where the system
+        would run: the answer holds for the rest of the tick."""
+        if self.run_if is None:
+            return False
+        ctx = self.ctx
+        ctx._begin()
+        try:
+            return self._ask(state) is False
+        finally:
+            ctx._flush()
+
+    def _ask(self, state: WorldState) -> bool | BaseException:
+        assert self.run_if is not None
+        try:
+            answer: bool | BaseException = bool(self.run_if(self.ctx))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # a failure of the system, reported by `process`
+            answer = exc
+        self._asked, self._answer = state.tick, answer
+        return answer
 
 
 class HostECS:

@@ -116,6 +116,7 @@ class HostAPI:
         after: str | None = None,
         before: str | None = None,
         name: str | None = None,
+        run_if: Callable[[SystemContext], object] | None = None,
     ) -> None:
         """Run ``fn(ctx)`` on the tick thread every tick, next to a built-in stage.
 
@@ -124,15 +125,25 @@ class HostAPI:
         Systems at one place run in the order added. Add systems before the world runs, or
         between ticks: a replay must add the same ones (``replay(path, setup=fn)``).
 
+        ``run_if(ctx)``, when given, is asked in each tick where the system's turn comes,
+        and ``fn`` runs only if it is true: a system with nothing to do then costs nothing,
+        and a virtual-time run skips the ticks where every system has nothing to do as
+        it does without host systems. It must be a pure function of what ``ctx`` shows
+        (the world's state, time and tick) and the host's own state; it is asked at most
+        once a tick, and one that raises counts as the system failing.
+
         Raises:
-            ConfigError: ``fn`` is not callable, a stage name is unknown, or ``after`` and
-                ``before`` name different places.
+            ConfigError: ``fn`` or ``run_if`` is not callable, a stage name is unknown, or
+                ``after`` and ``before`` name different places.
         """
         if not callable(fn):
             raise ConfigError(f"`fn` must be callable, got {fn!r}")
+        if run_if is not None and not callable(run_if):
+            raise ConfigError(f"`run_if` must be callable or None, got {run_if!r}")
         host = self._host
         gap = host.gap(self._stages, after, before)
-        system = HostSystem(host, fn, name or str(getattr(fn, "__name__", repr(fn))))
+        name = name or str(getattr(fn, "__name__", repr(fn)))
+        system = HostSystem(host, fn, name, run_if)
         with self._ticking():
             host.systems.append((gap, system))
             esper.add_processor(system, gap_priority(gap, len(self._stages)))

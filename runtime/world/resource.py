@@ -290,7 +290,9 @@ class _Resources:
         world.add_action(Acquire, self.acquire)
         world.add_action(Release, self.release)
         world.add_action(Use, self.use)
-        world.add_system(self.system, after="handle_interrupts", name="resources")
+        world.add_system(
+            self.system, after="handle_interrupts", name="resources", run_if=self.has_work
+        )
 
     @staticmethod
     def of(world: World) -> _Resources:
@@ -353,6 +355,18 @@ class _Resources:
             raise ConfigError(f"agent {agent_id} holds no slot of {action.resource!r}")
         resource.give_back(ctx, agent_id, reclaimed=False)
 
+    def has_work(self, ctx: SystemContext) -> bool:
+        """The system's ``run_if``: whether this tick has anything for it to do (an entity
+        to create, a wait or a hold a cancel or interrupt may have ended, a turn that may
+        have ended holding, a `Use` whose hold is over)."""
+        if self.unplaced or _ends_waits(ctx):
+            return True
+        now = ctx.now
+        for resource in self.resources:
+            if resource.open_holds or (resource.ends and resource.ends[0][0] <= now):
+                return True
+        return False
+
     def system(self, ctx: SystemContext) -> None:
         # Runs after the tick's interrupts and cancels are applied (a cancelled parent's
         # children included), before any agent steps: every claim of a turn they ended
@@ -361,16 +375,7 @@ class _Resources:
             for resource in self.unplaced:
                 resource.entity = ctx.create(resource.counters)
             self.unplaced.clear()
-        # Only a cancel or an interrupt (both inputs) ends a wait other than by a grant:
-        # the queues are looked at in the ticks that have one, not in every tick. The one
-        # look past the host API: `SystemContext` does not show a tick's inputs.
-        ended = False
-        inputs = ctx._state.inputs
-        if inputs:
-            for _seq, item in inputs:
-                if item.__class__ in _ENDS_WAITS:
-                    ended = True
-                    break
+        ended = _ends_waits(ctx)
         now = ctx.now
         for resource in self.resources:
             if ended and resource.waiting:
@@ -380,6 +385,18 @@ class _Resources:
             ends = resource.ends
             if ends and ends[0][0] <= now:
                 resource.end_holds(ctx)
+
+
+def _ends_waits(ctx: SystemContext) -> bool:
+    """Whether the tick applied a cancel or an interrupt, the only inputs that end a wait
+    other than by a grant: the queues are looked at in such ticks, not in every tick. The
+    one look past the host API: `SystemContext` does not show a tick's inputs."""
+    inputs = ctx._state.inputs
+    if inputs:
+        for _seq, item in inputs:
+            if item.__class__ in _ENDS_WAITS:
+                return True
+    return False
 
 
 def _tick_here() -> None:

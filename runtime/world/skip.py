@@ -63,6 +63,10 @@ on a busy machine: doing it every slice cost the sparse runs ~15% of their wall 
 # are mirrored only in a tick that sends them work.
 _NOT_NEEDED = {"apply_inputs", "expire_prompts", "collect_outcomes", "mirror_lane_stats"}
 
+# What a skipped tick runs: every stage that can have work, the step alone for the due
+# sleepers (`step_sleepers`), or nothing at all.
+_WHOLE, _WAKE, _QUIET = "whole", "wake", "quiet"
+
 
 class SkipAhead:
     """The fast path of ``run_until_idle`` (mixed into `World`); see the module docstring."""
@@ -166,16 +170,15 @@ class SkipAhead:
         step = self._pipeline[self._stages.index("step_behaviors")]
         host = self._host
         hosted = len(host.systems)
-        # Without host systems a tick with nothing queued is known to change nothing, and
-        # a tick with nothing queued but sleepers due runs only the step (`step_sleepers`).
-        can_be_quiet = not hosted
-        past_step = before[before.index(step) + 1 :] if can_be_quiet else []
+        systems = [system for _gap, system in host.systems]
+        # The stages after the step, for a lean tick that queued work (no host systems).
+        past_step = before[before.index(step) + 1 :]
         lockstep = self._lockstep
         inbox, timers, next_timer = self._inbox, self._timers, state.next_timer
         # Read on every skipped tick, so as C-level truthiness rather than through
         # `__len__`/`__bool__`/`pending()`: the inputs other threads append (the inbox's
-        # own deque: only a drain, never run here, moves them on), the timers' heap, and
-        # the main thread's Ctrl-C flag.
+        # own deque: only a drain, never run here, moves them on), the timers' heap of
+        # (when, seq, fn), and the main thread's Ctrl-C flag.
         arrived, timer_heap, flags = inbox._arrived, timers._heap, sigint.flags()
         heap, buckets, pop = state.sleepers, state.sleep_buckets, heapq.heappop
         finished, keep = state.finished, state.keep_finished
@@ -198,13 +201,6 @@ class SkipAhead:
                         if arrived or (deferring and flags.pending):
                             done = True
                             break
-                        lean = (
-                            can_be_quiet
-                            and not moving
-                            and not timer_heap
-                            and not (state.ready or state.to_abort or state.to_interrupt)
-                            and not (state.to_dispatch or state.prompt_changed)
-                        )
                         if not moving:
                             # The earliest deadline; `next_timer` when its first entry is
                             # stale (it drops stale entries), else read off the heap.
@@ -227,11 +223,33 @@ class SkipAhead:
                         state.changed_this_tick = state.stepped = 0
                         ran += 1
                         errors: tuple[str, ...] = ()
-                        if lean:
+                        sent = False
+                        # Which stages have work: with nothing queued and no timer due,
+                        # only the sleepers due now (the step) and the host systems can.
+                        if (
+                            state.ready
+                            or state.to_abort
+                            or state.to_interrupt
+                            or state.to_dispatch
+                            or state.prompt_changed
+                            or (timer_heap and timer_heap[0][0] <= now)
+                        ):
+                            kind = _WHOLE
+                        elif not (heap and heap[0] <= now):
+                            # Nothing is due: quiet, unless a host system has work (asked
+                            # in order: every stage before each one is idle, so each is
+                            # asked what it would be asked at its turn).
+                            kind = _QUIET
+                            for system in systems:
+                                if not system.idle(state):
+                                    kind = _WHOLE
+                                    break
+                        else:  # sleepers due: their step alone, unless host code runs
+                            kind = _WHOLE if systems else _WAKE
+                        if kind is _WAKE:
                             # Only the sleepers due now can move: the step alone, and the
                             # stages after it only if it queued something for them.
                             step_sleepers(state, buckets.pop(pop(heap)))
-                            sent = False
                             if state.to_dispatch or state.prompt_changed:
                                 for system in past_step:
                                     system.process(state)
@@ -243,13 +261,13 @@ class SkipAhead:
                                 for system in after:
                                     system.process(state)
                                 errors = host.take_errors()  # a host action's handler ran
-                        else:
+                        elif kind is _WHOLE:
                             if timer_heap:
                                 timers.run_due(now)
                                 if len(host.systems) != hosted:  # a timer added one: it
                                     before, after = self._lean_pipeline()  # runs from now
                                     hosted = len(host.systems)
-                                    can_be_quiet = False
+                                    systems = [system for _gap, system in host.systems]
                             esper.clear_dead_entities()  # what esper.process does first
                             for system in before:
                                 system.process(state)
@@ -268,7 +286,7 @@ class SkipAhead:
                             self._note_new_agents()
                         if state.to_forget or (keep is not None and len(finished) > keep):
                             self._release_finished()
-                            if lean:  # no esper.process ran: clear what was released
+                            if kind is _WAKE:  # no esper.process ran: clear the released
                                 esper.clear_dead_entities()
                         moving = bool(state.changed_this_tick or state.ready)
                         if self._observers:  # one came (a timer, another thread): it
@@ -290,21 +308,6 @@ class SkipAhead:
                             or len(host.systems) != hosted
                         ):
                             return ran, moving or sent
-                        if (
-                            moving
-                            and can_be_quiet
-                            and ran < budget
-                            and not (state.ready or state.to_abort or state.to_interrupt)
-                            and not (heap and heap[0] <= now)
-                            and not arrived
-                            and not timer_heap
-                            and not (deferring and flags.pending)
-                        ):
-                            # The next tick is the quiet one: nothing is queued anywhere.
-                            state.tick += 1
-                            state.changed_this_tick = state.stepped = 0
-                            ran += 1
-                            moving = False
         finally:
             if deferring:
                 sigint.leave()

@@ -433,3 +433,38 @@ def test_world_query_hands_out_deep_enough_copies_of_frozen_and_nested_component
     [(entity, (copy,))] = world.query(Bag)
     copy.items.append("pear")  # a nested list is copied too, a frozen class still copies
     assert entity == bag and world.query(Bag)[0][1] == (Bag("ann", ["apple"]),)
+
+
+def test_run_if_runs_a_system_only_in_the_ticks_its_condition_allows(make_world):
+    world = make_world()
+    asked: list[int] = []
+    ran: list[int] = []
+
+    def even(ctx: SystemContext) -> bool:
+        asked.append(ctx.tick)
+        return ctx.tick % 2 == 0
+
+    world.add_system(lambda ctx: ran.append(ctx.tick), run_if=even)
+    for _ in range(6):
+        world.tick()
+    assert asked == [1, 2, 3, 4, 5, 6]  # once a tick, at the system's turn
+    assert ran == [2, 4, 6]
+
+
+def test_a_raising_run_if_counts_as_its_system_failing(make_world):
+    world = make_world()
+    ran: list[int] = []
+
+    def broken(ctx: SystemContext) -> bool:
+        raise LookupError("no map")
+
+    world.add_system(lambda ctx: ran.append(ctx.tick), name="mover", run_if=broken)
+    report = world.tick()
+    assert report.errors == ("host system 'mover' raised LookupError: no map",)
+    assert ran == []
+
+
+def test_run_if_must_be_callable(make_world):
+    world = make_world()
+    with pytest.raises(ConfigError, match=r"`run_if` must be callable or None, got 3"):
+        world.add_system(lambda ctx: None, run_if=3)  # type: ignore[arg-type]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from runtime import (
@@ -395,3 +397,27 @@ def test_a_run_resumed_mid_use_ends_its_holds_as_the_uninterrupted_run_does(tmp_
     with resume(path, setup=crowd_of_one) as resumed:
         resumed.run_until_idle()
         assert whole == LOG and _stats(resumed).released == 3
+
+
+def _run_desk(*, watched: bool) -> tuple[Any, ...]:
+    """Visitors by `Acquire`/`Release` and by `Use` at one desk, run to the end."""
+    world = World(clock=ManualClock())
+    try:
+        if watched:
+            world.observe(lambda report, inputs: None)  # every tick: no skipping
+        Resource(world, "desk", capacity=2)
+        for i in range(8):
+            world.spawn(visitor if i % 2 else user, (f"v{i}", (i * 5) % 7 / 2, 1 + (i * 3) % 4))
+        ticks = world.run_until_idle()
+        return ticks, world.tick_count, world.now, world.digest(), list(LOG)
+    finally:
+        LOG.clear()
+        world.close()
+
+
+def test_a_skipped_run_of_visits_matches_the_watched_run_tick_for_tick():
+    # The resources' system says when it has work (`run_if`), so an unwatched run skips
+    # the ticks where it has none; it must still give every tick, time and grant.
+    fast, whole = _run_desk(watched=False), _run_desk(watched=True)
+    assert fast == whole
+    assert len(fast[4]) == 12  # two lines per Acquire visitor, one per Use

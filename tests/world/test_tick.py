@@ -106,9 +106,10 @@ class Counter:
     value: int = 0
 
 
-def _host(world: World) -> None:
+def _host(world: World, conditional: bool = False) -> None:
     """Host ECS parts: the `Nap` action, a timer per nap, a system completing naps due
-    and bumping a counter on some ticks."""
+    and bumping a counter on some ticks (``conditional``: only in the ticks its
+    ``run_if`` says it has work, so that skipped runs may skip its quiet ticks)."""
     naps: dict[str, float] = {}
     _CTX["naps"] = naps
     world.add_entity(Counter())
@@ -134,8 +135,11 @@ def _host(world: World) -> None:
                     counter.value += 1
                     ctx.set(entity, counter)
 
+    def has_work(ctx: SystemContext) -> bool:
+        return any(due <= ctx.now for due in naps.values()) or ctx.tick % 3 == 0
+
     world.add_action(Nap, nap)
-    world.add_system(wake_nappers)
+    world.add_system(wake_nappers, run_if=has_work if conditional else None)
 
 
 def _run(
@@ -144,6 +148,7 @@ def _run(
     watched: bool,
     keep_finished: int | None = None,
     hosted: bool = False,
+    conditional: bool = False,
 ) -> dict[str, Any]:
     world = World(
         clock=ManualClock(),
@@ -154,7 +159,7 @@ def _run(
     _CTX.clear()
     _CTX["world"] = world
     if hosted:
-        _host(world)
+        _host(world, conditional)
     try:
         if watched:
             world.observe(lambda report, inputs: None)
@@ -182,12 +187,17 @@ def _run(
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(_programs(2), min_size=1, max_size=8), st.sampled_from([None, 2]), st.booleans())
+@given(
+    st.lists(_programs(2), min_size=1, max_size=8),
+    st.sampled_from([None, 2]),
+    st.sampled_from(["no", "always", "run_if"]),
+)
 def test_the_fast_path_gives_what_the_pipeline_gives(
-    programs: list[list[tuple[Any, ...]]], keep_finished: int | None, hosted: bool
+    programs: list[list[tuple[Any, ...]]], keep_finished: int | None, hosted: str
 ) -> None:
-    fast = _run(programs, watched=False, keep_finished=keep_finished, hosted=hosted)
-    whole = _run(programs, watched=True, keep_finished=keep_finished, hosted=hosted)
+    host = {"hosted": hosted != "no", "conditional": hosted == "run_if"}
+    fast = _run(programs, watched=False, keep_finished=keep_finished, **host)
+    whole = _run(programs, watched=True, keep_finished=keep_finished, **host)
     assert fast == whole
 
 
@@ -200,6 +210,18 @@ def test_host_systems_timers_and_actions_take_the_fast_path_alike() -> None:
     assert fast == _run(programs, watched=True, hosted=True)
     assert fast["now"] == 3.0
     assert all(kind is StatusKind.COMPLETE for kind, _m, _r in fast["agents"].values())
+
+
+def test_a_conditional_host_system_runs_in_the_same_ticks_when_skipped() -> None:
+    # Its `run_if` is true on every third tick: skipped quiet ticks must still ask it
+    # (and run it) there, and a tick it has no work in is skipped as if it were absent.
+    programs = [
+        [("sleep", 1.0), ("sleep", 1.0), ("sleep", 0.5), ("sleep", 2.0)],
+        [("sleep", 0.25), ("sleep", 3.7)],
+    ]
+    fast = _run(programs, watched=False, hosted=True, conditional=True)
+    assert fast == _run(programs, watched=True, hosted=True, conditional=True)
+    assert [tick for tick, _now in fast["host_system_calls"]] == [3, 6, 9, 12, 15]
 
 
 def _sleeper(turn: Any) -> Generator[Any, Any, None]:
