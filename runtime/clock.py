@@ -14,6 +14,8 @@ from typing import Protocol, runtime_checkable
 
 __all__ = ["Clock", "ManualClock", "MonotonicClock"]
 
+_INF = math.inf
+
 
 @runtime_checkable
 class Clock(Protocol):
@@ -87,6 +89,11 @@ class ManualClock:
             ValueError: ``when`` is earlier than now, or not finite.
         """
         with self._lock:
+            # The common case first, in two compares (a skipped run sets the clock at every
+            # wake-up): a finite float not before now. NaN fails both and is refused below.
+            if when.__class__ is float and self._now <= when < _INF:
+                self._now = when
+                return when
             if not math.isfinite(when) or when < self._now:
                 raise ValueError(f"`when` must be a finite time >= {self._now}, got {when}")
             self._now = float(when)

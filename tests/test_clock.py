@@ -30,6 +30,22 @@ def test_set_moves_forward_only():
     assert clock.set(12) == 12
     with pytest.raises(ValueError, match="11"):
         clock.set(11)
+    with pytest.raises(ValueError, match=r"11\.5"):
+        clock.set(11.5)  # a float takes the short path, and is refused there too
+
+
+@pytest.mark.parametrize("when", [math.inf, math.nan, -math.inf])
+def test_set_refuses_a_time_that_is_not_finite_naming_it(when: float) -> None:
+    clock = ManualClock(10)
+    with pytest.raises(ValueError, match=str(when)):
+        clock.set(when)
+    assert clock.now() == 10.0
+
+
+def test_set_to_now_or_to_an_int_keeps_time_a_float():
+    clock = ManualClock(10)
+    assert clock.set(10.0) == 10.0
+    assert type(clock.set(13)) is float and clock.now() == 13.0
 
 
 def test_the_monotonic_clock_never_goes_back_and_is_real():

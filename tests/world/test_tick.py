@@ -106,10 +106,11 @@ class Counter:
     value: int = 0
 
 
-def _host(world: World, conditional: bool = False) -> None:
+def _host(world: World, conditional: bool = False, early: bool = False) -> None:
     """Host ECS parts: the `Nap` action, a timer per nap, a system completing naps due
     and bumping a counter on some ticks (``conditional``: only in the ticks its
-    ``run_if`` says it has work, so that skipped runs may skip its quiet ticks)."""
+    ``run_if`` says it has work, so that skipped runs may skip its quiet ticks; ``early``:
+    placed before the step, so that a skipped run may also wake sleepers without it)."""
     naps: dict[str, float] = {}
     _CTX["naps"] = naps
     world.add_entity(Counter())
@@ -139,7 +140,11 @@ def _host(world: World, conditional: bool = False) -> None:
         return any(due <= ctx.now for due in naps.values()) or ctx.tick % 3 == 0
 
     world.add_action(Nap, nap)
-    world.add_system(wake_nappers, run_if=has_work if conditional else None)
+    world.add_system(
+        wake_nappers,
+        after="handle_interrupts" if early else None,
+        run_if=has_work if conditional else None,
+    )
 
 
 def _run(
@@ -149,6 +154,7 @@ def _run(
     keep_finished: int | None = None,
     hosted: bool = False,
     conditional: bool = False,
+    early: bool = False,
 ) -> dict[str, Any]:
     world = World(
         clock=ManualClock(),
@@ -159,7 +165,7 @@ def _run(
     _CTX.clear()
     _CTX["world"] = world
     if hosted:
-        _host(world, conditional)
+        _host(world, conditional, early)
     try:
         if watched:
             world.observe(lambda report, inputs: None)
@@ -190,12 +196,16 @@ def _run(
 @given(
     st.lists(_programs(2), min_size=1, max_size=8),
     st.sampled_from([None, 2]),
-    st.sampled_from(["no", "always", "run_if"]),
+    st.sampled_from(["no", "always", "run_if", "run_if early"]),
 )
 def test_the_fast_path_gives_what_the_pipeline_gives(
     programs: list[list[tuple[Any, ...]]], keep_finished: int | None, hosted: str
 ) -> None:
-    host = {"hosted": hosted != "no", "conditional": hosted == "run_if"}
+    host = {
+        "hosted": hosted != "no",
+        "conditional": hosted.startswith("run_if"),
+        "early": hosted.endswith("early"),
+    }
     fast = _run(programs, watched=False, keep_finished=keep_finished, **host)
     whole = _run(programs, watched=True, keep_finished=keep_finished, **host)
     assert fast == whole
@@ -219,9 +229,10 @@ def test_a_conditional_host_system_runs_in_the_same_ticks_when_skipped() -> None
         [("sleep", 1.0), ("sleep", 1.0), ("sleep", 0.5), ("sleep", 2.0)],
         [("sleep", 0.25), ("sleep", 3.7)],
     ]
-    fast = _run(programs, watched=False, hosted=True, conditional=True)
-    assert fast == _run(programs, watched=True, hosted=True, conditional=True)
-    assert [tick for tick, _now in fast["host_system_calls"]] == [3, 6, 9, 12, 15]
+    for early in (False, True):  # after the step (the default place), before it
+        fast = _run(programs, watched=False, hosted=True, conditional=True, early=early)
+        assert fast == _run(programs, watched=True, hosted=True, conditional=True, early=early)
+        assert [tick for tick, _now in fast["host_system_calls"]] == [3, 6, 9, 12, 15]
 
 
 def _sleeper(turn: Any) -> Generator[Any, Any, None]:
