@@ -299,8 +299,10 @@ class SkipAhead:
                             self._note_new_agents()
                         if state.to_forget or (keep is not None and len(finished) > keep):
                             self._release_finished()
-                            if kind is _WAKE:  # no esper.process ran: clear the released
-                                esper.clear_dead_entities()
+                            # What the next tick's esper.process would do first, now: a
+                            # lean or quiet tick runs none, and readers between slices
+                            # must not see the released agents' entities.
+                            esper.clear_dead_entities()
                         moving = bool(state.changed_this_tick or state.ready)
                         if self._observers:  # one came (a timer, another thread): it
                             report = TickReport(  # sees this tick, as after a whole one
