@@ -168,6 +168,16 @@ class ToolLane(LaneCore):
         """Return a consistent snapshot of the lane's counters."""
         return self._snapshot()
 
+    def gauge(self) -> LaneStats:
+        """A snapshot for a gauge that is read every tick: like ``stats()``, but never waits.
+
+        When a worker holds the lane's lock at that moment, the counters are read without
+        it: then a counter the workers are changing may be off by the job in flight (the
+        snapshot is torn between two moments), while those this thread changes are exact.
+        Use ``stats()`` where the invariants between counters matter.
+        """
+        return self._gauge()
+
     def relieve(self, n: int = 1) -> int:
         """Add ``n`` permits, start what they let start, and return the new capacity.
 
