@@ -329,27 +329,6 @@ class LaneCore:
             self._last = (key, stats)  # one reference: key and snapshot are read together
             return stats
 
-    def _gauge(self) -> LaneStats:
-        # For the tick's lane mirror: never wait for the lock. A worker holding it may be
-        # waiting for the GIL, and the tick thread blocked behind it gave the GIL away and
-        # queued to get it back: ~20 us a lane a tick under load (asyncio_10k). With the
-        # lock busy, the counters are read without it: fields the tick thread itself
-        # changes (``enqueued`` by its submits) are exact, the others may be torn between
-        # two moments of a worker's update; such a read is never cached for ``stats()``.
-        last = self._last
-        key = self._key()
-        if last is not None and key == last[0]:
-            return last[1]
-        if not self._lock.acquire(blocking=False):
-            return LaneStats(self._name, *key)
-        try:
-            key = self._key()
-            stats = LaneStats(self._name, *key)
-            self._last = (key, stats)
-            return stats
-        finally:
-            self._lock.release()
-
     def _key(self) -> tuple[int, ...]:
         # The order of LaneStats' fields after `name`.
         return (

@@ -190,13 +190,22 @@ class Inbox:
         if limit is not None and limit < 1:
             raise ValueError(f"`limit` must be >= 1 or None, got {limit}")
         arrived, items = self._arrived, self._held
+        if not items and len(arrived) <= 1:  # the wake-up path: one answer, one outcome
+            if not arrived:
+                return []
+            entry = arrived.popleft()
+            if entry[0] == self._next:
+                self._next += 1
+                return [entry]
+            self._held = [entry]  # a put that took an earlier number is not in yet
+            return []
         # Only as many as are there now: puts that land meanwhile wait for the next drain
         # (a loop until IndexError paid for raising it on every drain).
         popleft = arrived.popleft
         for _ in range(len(arrived)):
             items.append(popleft())
         if not items:
-            return items
+            return []  # never `_held` itself: the caller keeps what it is handed
         # Already in order unless two puts raced. Numbers are unique, so comparing the
         # tuples in C never reaches the items: no key function called per item.
         items.sort()

@@ -32,9 +32,30 @@ from runtime.world.report import TickReport
 from runtime.world.state import AgentRecord, WorldState
 from runtime.world.timers import HostTimers
 
-__all__ = ["ESPER_LOCK", "TickMachine"]
+__all__ = ["ESPER_LOCK", "INPUTS_PER_TICK", "TickMachine"]
 
 _COMMANDS = frozenset(COMMANDS)
+
+# The pipeline `_lean_tick` knows, stage by stage (`systems.pipeline.build_pipeline`).
+_LEAN_STAGES = [
+    "apply_inputs",
+    "abort_terminal",
+    "handle_interrupts",
+    "expire_prompts",
+    "collect_outcomes",
+    "step_behaviors",
+    "dispatch_work",
+    "reflect_status",
+    "mirror_lane_stats",
+]
+
+INPUTS_PER_TICK = 512
+"""The most inputs a live (not lockstep) tick applies; the rest wait, in order, for the next.
+
+A flood (10,000 spawns, say) then goes out in slices, tick by tick, each slice's work on
+the lanes while the next is applied, instead of one tick that leaves the lanes idle until
+it ends (asyncio_10k: the first tick of 10,000 spawns took a third of the run). A lockstep
+tick applies everything due at it: there, which tick an outcome lands in is fixed."""
 
 log = logging.getLogger("tickwork.world")
 
@@ -66,6 +87,10 @@ class TickMachine:
     _name: str
     _closed: bool
     _pipeline: list[Any]  # the built-in systems, in pipeline order
+    _stages: list[str]  # their stage names
+    # `_lean_tick`'s systems: () until the first tick looks, None if the pipeline is not
+    # the one it knows (a stage added or moved: then every tick walks it whole).
+    _lean: tuple[Any, ...] | None = ()
 
     def _check_open(self) -> None:
         raise NotImplementedError
@@ -90,13 +115,15 @@ class TickMachine:
         lockstep = self._lockstep
         if lockstep is None:
             now = None
+            limit: int | None = INPUTS_PER_TICK
         else:  # waiting for lane work is interruptible: nothing of the tick has happened
             lockstep.settle()
             now = self.clock.now()
             lockstep.release(now)
+            limit = None  # lockstep: what is due at this tick lands in it, all of it
         deferring = sigint.enter()
         try:
-            return self._tick(self._inbox.drain(), now)
+            return self._tick(self._inbox.drain(limit), now)
         finally:
             if deferring:
                 sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
@@ -208,12 +235,19 @@ class TickMachine:
         Expiring prompts and the lane mirror look at the hub and the lanes, which other
         threads change: they always run.
         """
+        lean = self._lean
+        if lean is None:
+            return False
+        if not lean:  # first tick: the pipeline must be the one these checks were made for
+            lean = self._lean = tuple(self._pipeline) if self._stages == _LEAN_STAGES else None
+            if lean is None:
+                return False
         commands = _COMMANDS
         for _seq, item in inputs:
             if item.__class__ in commands:
                 return False
         esper.clear_dead_entities()  # what esper.process does first
-        _apply, abort, interrupts, expire, collect, step, dispatch, reflect, mirror = self._pipeline
+        _apply, abort, interrupts, expire, collect, step, dispatch, reflect, mirror = lean
         if inputs:
             state.outcomes.extend(inputs)
         if state.to_abort:

@@ -113,3 +113,20 @@ def test_an_outcome_only_tick_does_not_walk_apply_inputs() -> None:
 def test_commands_are_exactly_the_inputs_apply_inputs_applies() -> None:
     # The lean tick sets every other input aside as an outcome, as ApplyInputs does.
     assert set(COMMANDS) == {SpawnAgent, AddEntity, *APPLIED}
+
+
+def test_a_pipeline_the_lean_tick_does_not_know_is_walked_whole() -> None:
+    world = World(clock=ManualClock(), models={"default": ScriptedModel(["plan"] * 2)})
+    try:
+        world.tools.tool("echo")(lambda args, ctx: args["x"])
+        world._stages = [*world._stages, "a_stage_added_later"]  # as a new built-in would
+        calls: list[int] = []
+        apply = world._pipeline[0]
+        original = apply.process
+        apply.process = lambda state: (calls.append(state.tick), original(state))[1]
+        world.spawn(worker, "one")
+        world.tick()
+        world.tick()
+        assert calls == [1, 2]
+    finally:
+        world.close()
