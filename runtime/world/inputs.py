@@ -1,8 +1,10 @@
 """External inputs: everything that enters a world between ticks.
 
 Every input gets a sequence number when it arrives (``Inbox.put``) and is applied at the
-start of the next tick, in sequence order; the journal records each applied input with its
-tick, which is all a replay needs. Besides the commands below, tool and model outcomes
+start of the next tick, in sequence order (a live tick applies at most
+``runtime.world.tick.INPUTS_PER_TICK`` of them; the rest wait, still in order, for the
+ticks after); the journal records each applied input with its tick, which is all a replay
+needs. Besides the commands below, tool and model outcomes
 (``ToolOutcome``) and the hub's change events (``PromptOpened``, ``PromptSettled``) are
 inputs too.
 """
