@@ -230,10 +230,10 @@ class TickMachine:
         prompt answered: the wake-up path) need not walk every stage: a stage is left out
         exactly when it would return at its first line (no input to apply, no agent to
         abort or interrupt, no outcome, nobody ready or due, no work to send, no prompt
-        change), which its own check then costs nothing. Inputs that are all outcomes are
-        set aside as ``ApplyInputs`` would (it leaves outcomes to ``CollectOutcomes``).
-        Expiring prompts and the lane mirror look at the hub and the lanes, which other
-        threads change: they always run.
+        change), so leaving it out changes nothing but the call. Inputs that are all
+        outcomes are set aside as ``ApplyInputs`` would (it leaves outcomes to
+        ``CollectOutcomes``). Expiring prompts and the lane mirror look at the hub and the
+        lanes, which other threads change: they always run.
         """
         lean = self._lean
         if lean is None:
