@@ -96,7 +96,12 @@ def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
 
 def launch_tools(state: WorldState, rec: AgentRecord, pending: PendingBatch) -> None:
     """Send the calls of ``pending`` that have no result yet (approved ones) to the lane."""
-    calls = tuple(call for call in pending.calls if call.id not in pending.results)
+    results = pending.results
+    calls = (
+        tuple(call for call in pending.calls if call.id not in results)
+        if results
+        else pending.calls  # nothing approved or denied yet: every call goes (the usual)
+    )
     turn = rec.turn
     turn.phase = Phase.AWAITING_TOOLS
     state.lane_waiting[rec.ordinal] = rec

@@ -26,7 +26,9 @@ class LaneGauge:
 
 class MirrorLaneStats(esper.Processor):
     """Runs last so the snapshot describes the lanes after this tick's dispatch. Lane
-    counters depend on thread timing, so they are never part of the digest."""
+    counters depend on thread timing, so they are never part of the digest. The world's
+    sources are the lanes' ``gauge`` methods, which never wait for a lane's lock (a tick
+    thread blocked behind a worker gives the GIL away and queues to get it back)."""
 
     def __init__(self, sources: dict[str, Callable[[], LaneStats]]) -> None:
         self._sources = sources

@@ -17,6 +17,7 @@ from typing import Any
 from runtime.wake import Wake
 
 __all__ = [
+    "COMMANDS",
     "AddEntity",
     "CancelAgent",
     "ComponentData",
@@ -131,6 +132,20 @@ class EffectFailed:
     error_type: str = "TickworkError"  # the name of a class in runtime.errors
 
 
+COMMANDS: tuple[type, ...] = (
+    SpawnAgent,
+    AddEntity,
+    SendMessage,
+    PauseAgent,
+    ResumeAgent,
+    CancelAgent,
+    InterruptAgent,
+    ForgetAgent,
+)
+"""The inputs `systems.apply_inputs.ApplyInputs` applies; every other input is an outcome it
+sets aside for `CollectOutcomes` (tool and model outcomes, prompt events, `EffectFailed`)."""
+
+
 class Inbox:
     """A thread-safe queue of inputs, numbered on arrival; putting nudges the wake.
 
@@ -175,14 +190,25 @@ class Inbox:
         if limit is not None and limit < 1:
             raise ValueError(f"`limit` must be >= 1 or None, got {limit}")
         arrived, items = self._arrived, self._held
-        try:
-            while True:
-                items.append(arrived.popleft())
-        except IndexError:
-            pass
+        if not items and len(arrived) <= 1:  # the wake-up path: one answer, one outcome
+            if not arrived:
+                return []
+            entry = arrived.popleft()
+            if entry[0] == self._next:
+                self._next += 1
+                return [entry]
+            self._held = [entry]  # a put that took an earlier number is not in yet
+            return []
+        # Only as many as are there now: puts that land meanwhile wait for the next drain
+        # (a loop until IndexError paid for raising it on every drain).
+        popleft = arrived.popleft
+        for _ in range(len(arrived)):
+            items.append(popleft())
         if not items:
-            return items
-        items.sort(key=_seq_of)  # already in order unless two puts raced
+            return []  # never `_held` itself: the caller keeps what it is handed
+        # Already in order unless two puts raced. Numbers are unique, so comparing the
+        # tuples in C never reaches the items: no key function called per item.
+        items.sort()
         expected = self._next
         count = 0
         bound = len(items) if limit is None else min(limit, len(items))
@@ -200,7 +226,3 @@ class Inbox:
 
     def __len__(self) -> int:
         return len(self._arrived) + len(self._held)
-
-
-def _seq_of(entry: tuple[int, object]) -> int:
-    return entry[0]

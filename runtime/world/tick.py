@@ -23,7 +23,7 @@ from runtime.world import sigint
 from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
 from runtime.world.effects import LiveEffects
 from runtime.world.host import HostECS
-from runtime.world.inputs import Inbox
+from runtime.world.inputs import COMMANDS, Inbox
 from runtime.world.lockstep import Lockstep
 from runtime.world.metrics import MetricsRecorder
 from runtime.world.probe import Probe
@@ -33,6 +33,21 @@ from runtime.world.state import AgentRecord, WorldState
 from runtime.world.timers import HostTimers
 
 __all__ = ["ESPER_LOCK", "TickMachine"]
+
+_COMMANDS = frozenset(COMMANDS)
+
+# The pipeline `_lean_tick` knows, stage by stage (`systems.pipeline.build_pipeline`).
+_LEAN_STAGES = [
+    "apply_inputs",
+    "abort_terminal",
+    "handle_interrupts",
+    "expire_prompts",
+    "collect_outcomes",
+    "step_behaviors",
+    "dispatch_work",
+    "reflect_status",
+    "mirror_lane_stats",
+]
 
 log = logging.getLogger("tickwork.world")
 
@@ -62,6 +77,12 @@ class TickMachine:
     _digest_total: int
     _live: bool
     _name: str
+    _closed: bool
+    _pipeline: list[Any]  # the built-in systems, in pipeline order
+    _stages: list[str]  # their stage names
+    # `_lean_tick`'s systems: () until the first tick looks, None if the pipeline is not
+    # the one it knows (a stage added or moved: then every tick walks it whole).
+    _lean: tuple[Any, ...] | None = ()
 
     def _check_open(self) -> None:
         raise NotImplementedError
@@ -81,7 +102,8 @@ class TickMachine:
             WorldClosedError: the world is closed.
             KeyboardInterrupt: Ctrl-C was pressed during the tick (main thread only).
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()  # raises
         lockstep = self._lockstep
         if lockstep is None:
             now = None
@@ -156,10 +178,15 @@ class TickMachine:
         if holding is not None:
             holding.hold()
         try:
-            esper.process(state)
+            if self._host.systems or not self._lean_tick(state, inputs):
+                esper.process(state)
             state.inputs = []
-            self._note_new_agents()  # before releases: an agent may end where it began
-            digest = self._record(inputs, changed)
+            if state.created:
+                self._note_new_agents()  # before releases: an agent may end where it began
+            if self._track_digests or state.to_forget or state.keep_finished is not None:
+                digest = self._record(inputs, changed)
+            else:
+                digest = None  # `_record` of a world that tracks and releases nothing
         finally:
             if holding is not None:  # even if the tick failed: nobody waits for ever
                 holding.release()
@@ -170,7 +197,7 @@ class TickMachine:
             state.stepped,
             state.changed_this_tick,
             digest,
-            self._host.take_errors(),
+            self._host.take_errors() if self._host.errors else (),
         )
         if watched:
             seconds = perf_counter() - started
@@ -183,6 +210,51 @@ class TickMachine:
             observers = observers + self._input_observers
         self._notify(observers, report, inputs)
         return report
+
+    def _lean_tick(self, state: WorldState, inputs: list[tuple[int, object]]) -> bool:
+        """Run the built-in stages of a tick that can have work, as ``esper.process`` would
+        run them all; False (nothing run) when a command is among the inputs.
+
+        For a world without host systems (``_tick_body`` asks), whose processors are then
+        the built-in pipeline alone. A tick that only applies outcomes (a tool batch done, a
+        prompt answered: the wake-up path) need not walk every stage: a stage is left out
+        exactly when it would return at its first line (no input to apply, no agent to
+        abort or interrupt, no outcome, nobody ready or due, no work to send, no prompt
+        change), so leaving it out changes nothing but the call. Inputs that are all
+        outcomes are set aside as ``ApplyInputs`` would (it leaves outcomes to
+        ``CollectOutcomes``). Expiring prompts and the lane mirror look at the hub and the
+        lanes, which other threads change: they always run.
+        """
+        lean = self._lean
+        if lean is None:
+            return False
+        if not lean:  # first tick: the pipeline must be the one these checks were made for
+            lean = self._lean = tuple(self._pipeline) if self._stages == _LEAN_STAGES else None
+            if lean is None:
+                return False
+        commands = _COMMANDS
+        for _seq, item in inputs:
+            if item.__class__ in commands:
+                return False
+        esper.clear_dead_entities()  # what esper.process does first
+        _apply, abort, interrupts, expire, collect, step, dispatch, reflect, mirror = lean
+        if inputs:
+            state.outcomes.extend(inputs)
+        if state.to_abort:
+            abort.process(state)
+        if state.to_interrupt:
+            interrupts.process(state)
+        expire.process(state)
+        if state.outcomes:
+            collect.process(state)
+        if state.ready or (state.sleepers and state.sleepers[0] <= state.now):
+            step.process(state)
+        if state.to_dispatch:
+            dispatch.process(state)
+        if state.prompt_changed:
+            reflect.process(state)
+        mirror.process(state)
+        return True
 
     def _notify(
         self,

@@ -203,7 +203,7 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
             for name in ("tools", "inference"):
                 esper.create_entity(LaneGauge(name, LaneStats(name=name)))
             pipeline = build_pipeline(
-                {"tools": self.lane.stats, "inference": self.inference_lane.stats}
+                {"tools": self.lane.gauge, "inference": self.inference_lane.gauge}
             )
             for index, system in enumerate(pipeline):
                 esper.add_processor(system, builtin_priority(index, len(pipeline)))
