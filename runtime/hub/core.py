@@ -24,6 +24,7 @@ from components.interaction import (
     Settlement,
     build_prompt_opened,
     build_prompt_settled,
+    build_request,
 )
 from runtime.clock import Clock, MonotonicClock
 from runtime.errors import ConfigError, DuplicateRequestError
@@ -186,8 +187,21 @@ class HubCore:
                 if request_id in open_:
                     raise DuplicateRequestError(f"request id {request_id!r} is already open")
             else:
-                request_id = self._mint(agent_id, request)
-                request = request.with_id(request_id)
+                # `_mint` and `with_id` spelled out for the common case (a call each saved).
+                self._minted = minted = self._minted + 1
+                kind = request.kind
+                request_id = f"{agent_id}-{kind._value_}-{minted}"  # not .value: a property
+                if request_id in open_:
+                    request_id = self._mint(agent_id, request)
+                request = build_request(
+                    request_id,
+                    kind,
+                    request.prompt,
+                    request.choices,
+                    request.stage,
+                    request.required,
+                    request.payload,
+                )
             secs = self._timeout_secs
             # The event that reports the opening is also the open set's entry: one object
             # per prompt, handed to the listener as it is.
@@ -198,7 +212,11 @@ class HubCore:
                 opened = build_prompt_opened(agent_id, request, now, None)
             open_[request_id] = opened
             self._opened += 1
-            self._index(agent_id, request_id)
+            by_agent = self._by_agent
+            if agent_id in by_agent:
+                self._index(agent_id, request_id)
+            else:  # the common case, spelled out: the agent's only open request
+                by_agent[agent_id] = request_id
             if waiter is not None:
                 self._waiters[request_id] = waiter
             listener = self._listener
