@@ -10,6 +10,7 @@ from components import (
     AgentSpec,
     History,
     InteractionKind,
+    InteractionRequest,
     Status,
     StatusKind,
     TurnState,
@@ -41,14 +42,12 @@ def _record(state: WorldState, kind: StatusKind, reason: WaitReason | None = Non
 
 
 def _open(state: WorldState, rec: AgentRecord, request_id: str, kind=InteractionKind.FREE_TEXT):
-    rec.prompts = rec.prompts or {}
-    rec.prompts[request_id] = kind
+    rec.add_prompt(InteractionRequest(request_id, kind, "?"))
     state.prompt_changed[rec.ordinal] = rec
 
 
 def _settle(state: WorldState, rec: AgentRecord, request_id: str) -> None:
-    assert rec.prompts is not None
-    del rec.prompts[request_id]
+    assert rec.drop_prompt(request_id)
     state.prompt_changed[rec.ordinal] = rec
 
 
@@ -98,7 +97,7 @@ def test_stale_prompt_state_is_cleared_without_reviving_a_terminal_agent(reflect
     rec.status.kind, rec.status.reason = StatusKind.CANCELLED, None  # cancelled meanwhile
     _settle(state, rec, "p1")
     reflect_system.process(state)
-    assert rec.prompts == {}
+    assert rec.prompts is None
     assert rec.status.kind is StatusKind.CANCELLED
     assert not state.prompt_changed
 
