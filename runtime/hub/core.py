@@ -90,7 +90,7 @@ class HubCore:
         # event that opened it; `_by_agent[a]` holds exactly the ids in `_open` whose agent
         # is `a`: the id itself while there is one, a dict of them (in opening order) while
         # there are two or more, no entry at all while there is none (a dict per agent cost
-        # ~230 B of a waiting agent's memory); `_waiters` holds the open requests an `ask`
+        # ~180 B of a waiting agent's memory); `_waiters` holds the open requests an `ask`
         # waits on.
         self._open: dict[str, PromptOpened] = {}
         self._by_agent: dict[str, str | dict[str, None]] = {}
