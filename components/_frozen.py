@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["fast_frozen_init"]
+__all__ = ["fast_frozen_init", "frozen_builder"]
 
 T = TypeVar("T")
 
@@ -44,3 +45,35 @@ def fast_frozen_init(cls: type[T]) -> type[T]:
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     cls.__init__ = init  # type: ignore[method-assign]
     return cls
+
+
+def frozen_builder(cls: type[T]) -> Callable[..., T]:
+    """A function that builds ``cls`` from all its fields, positionally, quicker than ``cls``.
+
+    For a frozen, slotted dataclass built on a hot path by code that owns it (the hub's
+    change events): the function allocates an object of a plain class with the same slots,
+    stores each field with a plain attribute store (which the interpreter specialises; the
+    slots' descriptors, called one by one, cost twice as much for seven fields), then gives
+    the object its real class. The result is an ordinary ``cls`` instance (frozen, equal,
+    hashable, picklable like any). No defaults and no checks: every field, in order.
+
+    Raises:
+        TypeError: ``cls`` is not a frozen, slotted dataclass.
+    """
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not params.frozen or "__slots__" not in cls.__dict__:
+        raise TypeError(f"{cls.__name__} must be a frozen dataclass with slots")
+    names = [field.name for field in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    twin = type(f"_{cls.__name__}Slots", (), {"__slots__": tuple(cls.__dict__["__slots__"])})
+    args = ", ".join(names)
+    stores = "".join(f"    self.{name} = {name}\n" for name in names)
+    source = (
+        f"def build({args}):\n    self = _new(_twin)\n{stores}"
+        "    self.__class__ = _cls\n    return self\n"
+    )
+    namespace: dict[str, Any] = {"_new": object.__new__, "_twin": twin, "_cls": cls}
+    exec(source, namespace)
+    build: Callable[..., T] = namespace["build"]
+    build.__qualname__ = f"{cls.__qualname__}.<built>"
+    build(*[None] * len(names))  # a layout the class swap refuses raises TypeError here
+    return build

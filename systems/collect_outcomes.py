@@ -74,13 +74,11 @@ def _collect(state: WorldState, rec: AgentRecord, seq: int, item: Any) -> None:
             # it, so settle it now (rule: a cancelled run leaves no orphaned prompt).
             state.effects.cancel_prompt(item.request.id)
             return
-        if rec.prompts is None:
-            rec.prompts = {}
-        rec.prompts[item.request.id] = item.request.kind
+        rec.add_prompt(item.request)
         state.prompt_changed[rec.ordinal] = rec
         state.touch(rec)
     elif cls is PromptSettled:
-        if rec.prompts is not None and rec.prompts.pop(item.request_id, None) is not None:
+        if rec.drop_prompt(item.request_id):
             state.prompt_changed[rec.ordinal] = rec
             state.touch(rec)
         if paused:

@@ -22,6 +22,9 @@ from components.interaction import (
     PromptOpened,
     PromptSettled,
     Settlement,
+    build_prompt_opened,
+    build_prompt_settled,
+    build_request,
 )
 from runtime.clock import Clock, MonotonicClock
 from runtime.errors import ConfigError, DuplicateRequestError
@@ -85,9 +88,12 @@ class HubCore:
         self._lock = threading.RLock()
         # Invariant: `_open` holds exactly the open requests, in opening order, each as the
         # event that opened it; `_by_agent[a]` holds exactly the ids in `_open` whose agent
-        # is `a` (no empty sets); `_waiters` holds the open requests an `ask` waits on.
+        # is `a`: the id itself while there is one, a dict of them (in opening order) while
+        # there are two or more, no entry at all while there is none (a dict per agent cost
+        # ~180 B of a waiting agent's memory); `_waiters` holds the open requests an `ask`
+        # waits on.
         self._open: dict[str, PromptOpened] = {}
-        self._by_agent: dict[str, dict[str, None]] = {}
+        self._by_agent: dict[str, str | dict[str, None]] = {}
         self._waiters: dict[str, _Waiter] = {}
         self._deadlines = DeadlineHeap(self._open)
         # The latest settlements, newest generation first (see `_RECENT_SETTLEMENTS`).
@@ -181,26 +187,65 @@ class HubCore:
                 if request_id in open_:
                     raise DuplicateRequestError(f"request id {request_id!r} is already open")
             else:
-                request_id = self._mint(agent_id, request)
-                request = request.with_id(request_id)
+                # `_mint` and `with_id` spelled out for the common case (a call each saved).
+                self._minted = minted = self._minted + 1
+                kind = request.kind
+                request_id = f"{agent_id}-{kind._value_}-{minted}"  # not .value: a property
+                if request_id in open_:
+                    request_id = self._mint(agent_id, request)
+                request = build_request(
+                    request_id,
+                    kind,
+                    request.prompt,
+                    request.choices,
+                    request.stage,
+                    request.required,
+                    request.payload,
+                )
             secs = self._timeout_secs
-            deadline = now + secs if secs > 0 else None
             # The event that reports the opening is also the open set's entry: one object
             # per prompt, handed to the listener as it is.
-            opened = PromptOpened(agent_id, request, now, deadline)
+            if secs > 0:
+                opened = build_prompt_opened(agent_id, request, now, now + secs)
+                self._deadlines.push(opened)
+            else:
+                opened = build_prompt_opened(agent_id, request, now, None)
             open_[request_id] = opened
             self._opened += 1
-            ids = self._by_agent.get(agent_id)
-            if ids is None:
-                ids = self._by_agent[agent_id] = {}
-            ids[request_id] = None
-            if deadline is not None:
-                self._deadlines.push(opened)
+            by_agent = self._by_agent
+            if agent_id in by_agent:
+                self._index(agent_id, request_id)
+            else:  # the common case, spelled out: the agent's only open request
+                by_agent[agent_id] = request_id
             if waiter is not None:
                 self._waiters[request_id] = waiter
-            if self._listener is not None:
-                self._emit(opened)
+            listener = self._listener
+            if listener is not None:
+                try:
+                    listener(opened)
+                except Exception:
+                    _log.exception("hub listener raised on %r; ignored", opened)
             return opened
+
+    def _index(self, agent_id: str, request_id: str) -> None:
+        """Add ``request_id`` to ``agent_id``'s open ids (see the invariant); under the lock."""
+        by_agent = self._by_agent
+        ids = by_agent.get(agent_id)
+        if ids is None:
+            by_agent[agent_id] = request_id
+        elif isinstance(ids, str):
+            by_agent[agent_id] = {ids: None, request_id: None}
+        else:
+            ids[request_id] = None
+
+    def _ids_of(self, agent_id: str) -> list[str]:
+        """The open ids of ``agent_id``, in opening order; under the lock."""
+        ids = self._by_agent.get(agent_id)
+        if ids is None:
+            return []
+        if isinstance(ids, str):
+            return [ids]
+        return list(ids)
 
     def _mint(self, agent_id: str, request: InteractionRequest) -> str:
         """Mint the next free id; called under the lock."""
@@ -219,16 +264,21 @@ class HubCore:
         Called under the lock, which makes the first settlement win: a later one finds the
         request gone and returns None. ``response`` None means the neutral response.
         """
-        opened = self._open.get(request_id)
+        open_ = self._open
+        opened = open_.get(request_id)
         if opened is None:
             return None
         at = self._now()  # may raise: read it before the first change of state
-        del self._open[request_id]
+        del open_[request_id]
         agent_id = opened.agent_id
-        agent_ids = self._by_agent[agent_id]
-        del agent_ids[request_id]
-        if not agent_ids:
-            del self._by_agent[agent_id]
+        by_agent = self._by_agent
+        ids = by_agent[agent_id]
+        if isinstance(ids, str):
+            del by_agent[agent_id]
+        else:
+            del ids[request_id]
+            if len(ids) == 1:
+                by_agent[agent_id] = next(iter(ids))
         if how is Settlement.ANSWERED:
             self._answered += 1
         elif how is Settlement.CANCELLED:
@@ -237,7 +287,7 @@ class HubCore:
             self._expired += 1
         if response is None:
             response = InteractionResponse.neutral(request_id)
-        event = PromptSettled(
+        event = build_prompt_settled(
             agent_id, request_id, how, response, opened.at, at, opened.request.kind
         )
         recent = self._recent
@@ -251,8 +301,12 @@ class HubCore:
             if waiter is not None:
                 waiter.settled = event
                 waiter.event.set()
-        if self._listener is not None:
-            self._emit(event)
+        listener = self._listener
+        if listener is not None:
+            try:
+                listener(event)
+            except Exception:
+                _log.exception("hub listener raised on %r; ignored", event)
         return event
 
     def _settle_and_nudge(
@@ -273,16 +327,6 @@ class HubCore:
         if count:
             self._nudge()
         return count
-
-    def _emit(self, event: HubEvent) -> None:
-        """Report ``event`` to the listener, under the lock; a failing listener is logged."""
-        listener = self._listener
-        if listener is None:
-            return
-        try:
-            listener(event)
-        except Exception:
-            _log.exception("hub listener raised on %r; ignored", event)
 
     def _nudge(self) -> None:
         """Nudge the attached wake, if any (outside the lock: a wake never calls back)."""

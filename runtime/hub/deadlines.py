@@ -1,24 +1,36 @@
-"""The hub's deadline heap: the earliest deadline among open prompts, with lazy deletion.
+"""The hub's deadlines: the earliest deadline among open prompts, with lazy deletion.
 
-A prompt that settles before its deadline leaves its item in the heap (removing it from the
+A hub gives every prompt the same timeout on a clock that does not go back, so deadlines
+almost always arrive in order: those go on a FIFO (a deque, one pointer each), and only a
+deadline earlier than one already queued (a lowered timeout, a prompt put back by
+``reopen``) goes on a heap. The earliest deadline is at the front of one of the two.
+
+A prompt that settles before its deadline leaves its item behind (removing it from the
 middle would cost O(n)); the item is stale from then on and is dropped when it reaches the
-top, or when the heap is rebuilt. An item is live while the hub's open set maps its request
-id to the very ``PromptOpened`` the item carries, so an item left by an earlier request with
-the same id is recognised as stale too.
+front, or when the structure is rebuilt. An item is live while the hub's open set maps its
+request id to the very ``PromptOpened`` the item carries, so an item left by an earlier
+request with the same id is recognised as stale too.
+
+Equal deadlines come out in the order they were pushed. Within the FIFO and within the heap
+(by a sequence number) that holds by construction; between the two, a deadline goes on the
+FIFO only if it is later than every deadline on the heap, so of two equal deadlines, one on
+each, the FIFO's was pushed first, and the FIFO wins ties.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+from collections import deque
 from collections.abc import Mapping
 
 from components.interaction import PromptOpened
 
 __all__ = ["DeadlineHeap"]
 
-# The heap is rebuilt without its stale items once it holds more than twice as many items as
+# Both are rebuilt without their stale items once they hold more than twice as many items as
 # there are open requests (and at least this many), so lazy deletion keeps `top` O(log n)
-# amortised without letting answered prompts pile up in the heap.
+# amortised without letting answered prompts pile up.
 _COMPACT_MIN = 64
 
 
@@ -29,49 +41,84 @@ class DeadlineHeap:
     live items from stale ones.
     """
 
-    __slots__ = ("_items", "_open", "_seq")
+    __slots__ = ("_fifo", "_heap_max", "_items", "_open", "_seq")
 
     def __init__(self, open_: Mapping[str, PromptOpened]) -> None:
         self._open = open_
-        # Items (deadline, seq, request id, opened); `seq` is unique, so two items never
-        # compare their events, and equal deadlines pop in the order they were pushed.
+        # Deadlines in the order they were pushed, never decreasing.
+        self._fifo: deque[PromptOpened] = deque()
+        # The rest, as (deadline, seq, request id, opened); `seq` is unique, so two items
+        # never compare their events, and equal deadlines pop in the order they were pushed.
         self._items: list[tuple[float, int, str, PromptOpened]] = []
         self._seq = 0
+        # At least the latest deadline on the heap (-inf while it is empty).
+        self._heap_max = -math.inf
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._fifo) + len(self._items)
 
     def push(self, opened: PromptOpened) -> None:
         """Track ``opened``'s deadline (it must have one)."""
-        assert opened.deadline is not None
+        deadline = opened.deadline
+        assert deadline is not None
+        fifo = self._fifo
+        if deadline > self._heap_max and (not fifo or deadline >= fifo[-1].deadline):  # type: ignore[operator]
+            fifo.append(opened)
+            return
         self._seq += 1
-        heapq.heappush(self._items, (opened.deadline, self._seq, opened.request.id, opened))
+        heapq.heappush(self._items, (deadline, self._seq, opened.request.id, opened))
+        self._heap_max = max(self._heap_max, deadline)
 
     def top(self) -> PromptOpened | None:
-        """Drop stale items off the top and return the earliest live one, if any."""
-        items, open_ = self._items, self._open
-        while items:
-            item = items[0]
-            if open_.get(item[2]) is item[3]:
-                return item[3]
-            heapq.heappop(items)
-        return None
+        """Drop stale items off both fronts and return the earliest live one, if any."""
+        open_ = self._open
+        fifo = self._fifo
+        first = None
+        while fifo:
+            first = fifo[0]
+            if open_.get(first.request.id) is first:
+                break
+            fifo.popleft()
+            first = None
+        items = self._items
+        if items:
+            while items:
+                item = items[0]
+                if open_.get(item[2]) is item[3]:
+                    if first is None or item[0] < first.deadline:  # type: ignore[operator]
+                        return item[3]
+                    return first
+                heapq.heappop(items)
+            self._heap_max = -math.inf
+        return first
 
     def pop(self) -> None:
-        """Remove the top item (after ``top`` returned it)."""
-        heapq.heappop(self._items)
+        """Remove the top item (right after ``top`` returned it)."""
+        fifo, items = self._fifo, self._items
+        if fifo and (not items or fifo[0].deadline <= items[0][0]):  # type: ignore[operator]
+            fifo.popleft()
+        else:
+            heapq.heappop(items)
+            if not items:
+                self._heap_max = -math.inf
 
     def forget(self, opened: PromptOpened) -> None:
-        """``opened`` just left the open set: drop its item now if it is on top (the common
-        case, prompts answered in the order they opened), else compact when stale items
-        have piled up."""
-        items = self._items
-        if not items:
+        """``opened`` just left the open set: drop its item now if it is at a front (the
+        common case, prompts answered in the order they opened), else compact when stale
+        items have piled up."""
+        fifo = self._fifo
+        if fifo and fifo[0] is opened:
+            fifo.popleft()
             return
-        if items[0][3] is opened:
+        items = self._items
+        if items and items[0][3] is opened:
             self.top()
-        elif len(items) >= _COMPACT_MIN and len(items) > 2 * len(self._open):
+            return
+        size = len(fifo) + len(items)
+        if size >= _COMPACT_MIN and size > 2 * len(self._open):
             open_ = self._open
+            self._fifo = deque(o for o in fifo if open_.get(o.request.id) is o)
             live = [item for item in items if open_.get(item[2]) is item[3]]
             heapq.heapify(live)
             self._items = live
+            self._heap_max = max((item[0] for item in live), default=-math.inf)

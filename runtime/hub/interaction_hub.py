@@ -128,7 +128,7 @@ class InteractionHub(HubCore):
 
         Other agents' requests are untouched. A cancelled run must leave no orphaned prompt.
         """
-        return self._cancel_all(lambda: list(self._by_agent.get(agent_id, ())))
+        return self._cancel_all(lambda: self._ids_of(agent_id))
 
     def close(self) -> int:
         """Cancel every open request and return how many were cancelled.
@@ -184,7 +184,7 @@ class InteractionHub(HubCore):
             self._opened += 1
             opened = PromptOpened(agent_id, request, opened_at, deadline)
             self._open[request.id] = opened
-            self._by_agent.setdefault(agent_id, {})[request.id] = None
+            self._index(agent_id, request.id)
             if deadline is not None:
                 self._deadlines.push(opened)
         self._nudge()

@@ -127,7 +127,7 @@ def agent_fields(rec: AgentRecord) -> dict[str, Any]:
         "result": rec.result,
         "history": [len(rec.history.entries), history_hash(rec).hex()],
         "mailbox": list(rec.mailbox) if rec.mailbox else [],
-        "prompts": sorted(rec.prompts) if rec.prompts else [],
+        "prompts": sorted(rec.prompt_ids()),
         "children": list(rec.children) if rec.children else [],
     }
     if rec.components is not None:  # host components, as "Position.x" fields

@@ -166,8 +166,12 @@ class AgentRecord:
         self.handle: InterruptHandle | None = None
         self.rng: random.Random | None = None
         self.mailbox: deque[Any] | None = None
-        # Open prompts of this agent, as mirrored from the hub's change events (inputs).
-        self.prompts: dict[str, InteractionKind] | None = None
+        # Open prompts of this agent, as mirrored from the hub's change events (inputs):
+        # None while there is none, the request itself while there is one (the hub keeps
+        # it alive anyway: a dict per waiting agent cost ~180 B), a dict id -> kind while
+        # there are two or more. Read it through `prompt_ids`/`prompt_kinds`; change it
+        # through `add_prompt`/`drop_prompt`. Falsy exactly when no prompt is open.
+        self.prompts: InteractionRequest | dict[str, InteractionKind] | None = None
         self.result: Any = None
         self.paused_from: StatusKind | None = None
         # Outcomes and settlements that landed while paused, whole and in arrival order:
@@ -185,6 +189,50 @@ class AgentRecord:
 
     def __repr__(self) -> str:
         return f"<AgentRecord {self.id} {self.status.kind.value} {self.turn.phase.value}>"
+
+    def add_prompt(self, request: InteractionRequest) -> None:
+        """Mirror the opening of ``request`` (see ``prompts``)."""
+        prompts = self.prompts
+        if not prompts:
+            self.prompts = request
+        elif isinstance(prompts, dict):
+            prompts[request.id] = request.kind
+        else:
+            self.prompts = {prompts.id: prompts.kind, request.id: request.kind}
+
+    def drop_prompt(self, request_id: str) -> bool:
+        """Mirror the settlement of ``request_id``; False if it was not open here."""
+        prompts = self.prompts
+        if not prompts:
+            return False
+        if isinstance(prompts, dict):
+            if prompts.pop(request_id, None) is None:
+                return False
+            if not prompts:
+                self.prompts = None
+            return True
+        if prompts.id != request_id:
+            return False
+        self.prompts = None
+        return True
+
+    def prompt_ids(self) -> list[str]:
+        """The ids of this agent's open prompts, in opening order."""
+        prompts = self.prompts
+        if not prompts:
+            return []
+        if isinstance(prompts, dict):
+            return list(prompts)
+        return [prompts.id]
+
+    def prompt_kinds(self) -> list[InteractionKind]:
+        """The kinds of this agent's open prompts, in opening order."""
+        prompts = self.prompts
+        if not prompts:
+            return []
+        if isinstance(prompts, dict):
+            return list(prompts.values())
+        return [prompts.kind]
 
 
 class WorldState:

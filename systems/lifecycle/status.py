@@ -49,7 +49,7 @@ def set_waiting_on_children(rec: AgentRecord) -> None:
 
 def _prompt_reason(rec: AgentRecord) -> WaitReason:
     assert rec.prompts
-    if InteractionKind.TOOL_APPROVAL in rec.prompts.values():
+    if InteractionKind.TOOL_APPROVAL in rec.prompt_kinds():
         return WaitReason.TOOL_APPROVAL
     return WaitReason.USER_PROMPT
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
+import pickle
 
 import pytest
 
-from components import InteractionRequest, InteractionResponse, PromptSettled, Settlement
-from components._frozen import fast_frozen_init
+from components import (
+    InteractionKind,
+    InteractionRequest,
+    InteractionResponse,
+    PromptSettled,
+    Settlement,
+)
+from components._frozen import fast_frozen_init, frozen_builder
+from components.interaction import build_prompt_settled
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,3 +81,58 @@ def test_a_class_it_cannot_speed_up_is_refused_by_name():
 
     with pytest.raises(TypeError, match="default_factory"):
         fast_frozen_init(Factory)
+
+
+def test_frozen_builder_builds_the_very_objects_the_class_builds():
+    build = frozen_builder(Plain)
+    made = build(1, "y", (2,))
+    assert type(made) is Plain
+    assert made == Plain(1, "y", (2,))
+    assert hash(made) == hash(Plain(1, "y", (2,)))
+    assert repr(made) == repr(Plain(1, "y", (2,)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.a = 2  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(made)) == made
+    assert copy.deepcopy(made) == made
+    assert dataclasses.replace(made, a=3) == Plain(3, "y", (2,))
+
+
+def test_the_hub_messages_built_quicker_are_ordinary_instances():
+    request = InteractionRequest.free_text("p1", "go?")
+    assert type(request) is InteractionRequest
+    assert request == InteractionRequest("p1", InteractionKind.FREE_TEXT, "go?")
+    copied = InteractionRequest("", InteractionKind.CHOICE, "pick", ("a",), "s", False, [1])
+    assert copied.with_id("p2") == dataclasses.replace(copied, id="p2")
+    assert InteractionResponse.text("r", "v") == InteractionResponse("r", "v")
+    assert InteractionResponse.neutral("r") == InteractionResponse("r")
+    response = InteractionResponse.neutral("r")
+    settled = build_prompt_settled("a", "r", Settlement.CANCELLED, response, 0.0, 1.0, copied.kind)
+    assert settled == PromptSettled("a", "r", Settlement.CANCELLED, response, 0.0, 1.0, copied.kind)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settled.at = 2.0  # type: ignore[misc]
+
+
+def test_a_subclass_of_a_message_still_builds_itself():
+    class Tagged(InteractionRequest):
+        __slots__ = ("tag",)
+
+        def __init__(self, *args: object) -> None:
+            super().__init__(*args)  # type: ignore[arg-type]
+            object.__setattr__(self, "tag", "t")
+
+    made = Tagged.free_text("p1", "go?")
+    assert type(made) is Tagged and made.tag == "t"
+
+    class Loud(InteractionResponse):
+        __slots__ = ()
+
+    assert type(Loud.text("r", "v")) is Loud and type(Loud.neutral("r")) is Loud
+
+
+def test_frozen_builder_refuses_a_class_it_cannot_build_by_name():
+    @dataclasses.dataclass(slots=True)
+    class Mutable:
+        a: int
+
+    with pytest.raises(TypeError, match="Mutable"):
+        frozen_builder(Mutable)

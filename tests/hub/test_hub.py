@@ -400,6 +400,21 @@ def test_cancel_for_agent_settles_every_prompt_of_that_agent_and_leaves_the_othe
     assert hub.stats().cancelled == 4
 
 
+def test_an_agents_open_ids_cost_no_dict_of_their_own_until_there_are_two():
+    # Memory: a waiting agent usually has one prompt; a one-entry dict per agent was ~230 B.
+    hub = InteractionHub(clock=ManualClock())
+    hub.open("a", text("p1"))
+    assert hub._by_agent == {"a": "p1"}
+    hub.open("a", text("p2"))
+    hub.open("a", text("p3"))
+    assert hub._by_agent == {"a": {"p1": None, "p2": None, "p3": None}}
+    hub.answer(InteractionResponse.text("p1", "x"))
+    hub.cancel("p3")
+    assert hub._by_agent == {"a": "p2"}
+    assert hub.cancel_for_agent("a") == 1
+    assert hub._by_agent == {} and hub.pending() == []
+
+
 def test_an_empty_id_gets_an_id_minted_in_call_order():
     def run() -> tuple[list[str], list[HubEvent]]:
         recorder = Recorder()
@@ -474,6 +489,25 @@ def test_expire_due_settles_every_overdue_request_earliest_deadline_first():
     assert [r.id for _, r in hub.pending()] == ["first", "second", "tied", "not-yet"]
     assert hub.expire_due(11.0) == ["first", "second", "tied"]
     assert [r.id for _, r in hub.pending()] == ["not-yet"]
+
+
+def test_equal_deadlines_expire_in_opening_order_however_they_arrived():
+    # In-order deadlines and out-of-order ones are kept apart (a FIFO and a heap); ties
+    # between them must still come out in the order the prompts were opened.
+    clock = ManualClock()
+    hub = InteractionHub(clock=clock, timeout_secs=10)
+    hub.open("a", text("late"))  # deadline 10
+    hub.reopen("a", text("put-back"), 0.0, 5.0)  # deadline 5, earlier than one queued
+    hub.answer(InteractionResponse.text("late", "x"))
+    hub.set_timeout_secs(5)
+    hub.open("a", text("tied"))  # deadline 5, opened after "put-back"
+    hub.open("a", text("tied-too"))
+    hub.reopen("a", text("put-back-too"), 0.0, 5.0)
+    hub.set_timeout_secs(6)
+    hub.open("a", text("after"))  # deadline 6
+    assert hub.next_deadline() == 5.0
+    assert hub.expire_due(6.0) == ["put-back", "tied", "tied-too", "put-back-too", "after"]
+    assert hub.next_deadline() is None and len(hub._deadlines) == 0
 
 
 def test_settled_prompts_do_not_pile_up_in_the_deadline_heap():
@@ -831,6 +865,23 @@ class HubMachine(RuleBasedStateMachine):
         assert self.hub.expire_due(now) == [i for _, _, i in due]
         for _, _, request_id in due:
             self._settled(request_id, Settlement.EXPIRED, InteractionResponse.neutral(request_id))
+
+    @rule(
+        agent=st.sampled_from(AGENTS),
+        request_id=st.sampled_from(IDS),
+        # Absolute deadlines, some already past, some tied with the timeouts' deadlines: a
+        # reopened prompt is where deadlines arrive out of order (and tie across the hub's
+        # FIFO and heap of deadlines).
+        deadline=st.sampled_from([None, 0.0, 5.0, 10.0, 15.0, 20.0, 30.0]),
+    )
+    def reopen(self, agent: str, request_id: str, deadline: float | None) -> None:
+        if request_id in self.open:
+            with pytest.raises(DuplicateRequestError):
+                self.hub.reopen(agent, text(request_id), 0.0, deadline)
+            return
+        self.hub.reopen(agent, text(request_id), 0.0, deadline)
+        self.seq += 1
+        self.open[request_id] = (agent, deadline, self.seq)  # no opening is reported
 
     @rule(secs=st.sampled_from([0.0, 5.0, 10.0]))
     def set_timeout(self, secs: float) -> None:

@@ -10,11 +10,14 @@ from components import (
     AgentSpec,
     History,
     InteractionKind,
+    InteractionRequest,
+    InteractionResponse,
     Status,
     StatusKind,
     TurnState,
     WaitReason,
 )
+from runtime import Ask, ManualClock, World
 from runtime.world import BehaviorRegistry
 from runtime.world.state import AgentRecord, WorldState
 from systems import ReflectInteractionStatus
@@ -41,15 +44,37 @@ def _record(state: WorldState, kind: StatusKind, reason: WaitReason | None = Non
 
 
 def _open(state: WorldState, rec: AgentRecord, request_id: str, kind=InteractionKind.FREE_TEXT):
-    rec.prompts = rec.prompts or {}
-    rec.prompts[request_id] = kind
+    rec.add_prompt(InteractionRequest(request_id, kind, "?"))
     state.prompt_changed[rec.ordinal] = rec
 
 
 def _settle(state: WorldState, rec: AgentRecord, request_id: str) -> None:
-    assert rec.prompts is not None
-    del rec.prompts[request_id]
+    assert rec.drop_prompt(request_id)
     state.prompt_changed[rec.ordinal] = rec
+
+
+def test_a_record_keeps_one_open_prompt_as_its_request_and_more_by_id(reflect_system):
+    # Memory: one open prompt costs the record no dict (the hub keeps the request alive).
+    state = _state()
+    rec = _record(state, StatusKind.ACTIVE)
+    first = InteractionRequest("p1", InteractionKind.FREE_TEXT, "?")
+    rec.add_prompt(first)
+    assert rec.prompts is first
+    assert (rec.prompt_ids(), rec.prompt_kinds()) == (["p1"], [InteractionKind.FREE_TEXT])
+    rec.add_prompt(InteractionRequest("p2", InteractionKind.TOOL_APPROVAL, "?"))
+    state.prompt_changed[rec.ordinal] = rec
+    reflect_system.process(state)
+    assert rec.status.reason is WaitReason.TOOL_APPROVAL
+    assert rec.prompt_ids() == ["p1", "p2"]
+    assert not rec.drop_prompt("ghost")
+    _settle(state, rec, "p2")
+    reflect_system.process(state)
+    assert (rec.status.kind, rec.status.reason) == (StatusKind.WAITING, WaitReason.USER_PROMPT)
+    _settle(state, rec, "p1")
+    assert not rec.drop_prompt("p1")
+    reflect_system.process(state)
+    assert rec.prompts is None and rec.prompt_ids() == [] and rec.prompt_kinds() == []
+    assert rec.status.kind is StatusKind.ACTIVE
 
 
 @pytest.fixture
@@ -98,7 +123,7 @@ def test_stale_prompt_state_is_cleared_without_reviving_a_terminal_agent(reflect
     rec.status.kind, rec.status.reason = StatusKind.CANCELLED, None  # cancelled meanwhile
     _settle(state, rec, "p1")
     reflect_system.process(state)
-    assert rec.prompts == {}
+    assert rec.prompts is None
     assert rec.status.kind is StatusKind.CANCELLED
     assert not state.prompt_changed
 
@@ -145,3 +170,24 @@ def test_reflect_does_not_use_esper_queries(reflect_system, monkeypatch):
     _open(state, rec, "p1")
     reflect_system.process(state)
     assert rec.status.kind is StatusKind.WAITING
+
+
+def _asks_once(turn):
+    yield Ask(InteractionRequest.free_text("", "first?"))
+
+
+def test_a_waiting_agent_points_at_the_hubs_request_and_lets_go_once_answered():
+    world = World(clock=ManualClock())
+    try:
+        agent = world.spawn(_asks_once)
+        world.run_until_idle(skip_time=False)
+        ((_, request),) = world.hub.pending()
+        rec = world._state.records[agent]
+        assert rec.prompts is request  # no dict of its own, no copy
+        assert world.status(agent).reason is WaitReason.USER_PROMPT
+        world.hub.answer(InteractionResponse.text(request.id, "yes"))
+        world.run_until_idle(skip_time=False)
+        assert rec.prompts is None
+        assert world.status(agent).kind is StatusKind.COMPLETE
+    finally:
+        world.close()
