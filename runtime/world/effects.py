@@ -208,14 +208,22 @@ class LiveEffects:
         call = ToolCall(ref, f"model:{request.model}")
         stream = self._streams.open(agent_id, ref)
         # Cancel (and an interrupt's token) closes the stream too, so a late delta is refused.
-        cancel.add_callback(lambda _token: stream.stop())
+        # The token is the turn's, which outlives the call: the call takes its callback off
+        # again when it ends (a long turn of many calls would keep every stream otherwise).
+
+        def stop(_token: CancelToken) -> None:
+            stream.stop()
+
+        cancel.add_callback(stop)
         if type(request) is ModelRequest:  # `dataclasses.replace` costs ~4x a plain build
             request = ModelRequest(
                 request.agent_id, request.prompt, request.model, request.history, stream
             )
         else:
             request = dataclasses.replace(request, stream=stream)
-        run = partial(_complete, model, request, ref, stream, self._streams, self._usage)
+        run = partial(
+            _complete, model, request, ref, stream, self._streams, self._usage, (cancel, stop)
+        )
         job = ToolJob(agent_id, ref, run, (call,), cancel)
         # A model call has no bound of its own here: a provider bounds its own requests.
         self._submit(self._inference_lane, job, getattr(model, "virtual_duration", 0.0), None)
@@ -320,6 +328,7 @@ def _complete(
     stream: Stream,
     streams: StreamHub,
     usage: UsageMeter,
+    registered: tuple[CancelToken, Callable[[CancelToken], None]],
     cancel: CancelToken,
 ) -> Sequence[ToolResult]:
     try:
@@ -347,6 +356,8 @@ def _complete(
             return [ToolResult(ref, error=error)]
     finally:
         streams.release(stream)
+        token, stop = registered  # the stream's stopper, off the turn's token again
+        token.remove_callback(stop)
 
 
 def checked_reply(reply: object) -> ModelReply:

@@ -7,12 +7,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from components import ToolCall, ToolResult
+from runtime import Think
 from runtime.cancel import CancelToken
 from runtime.hub import InteractionHub
 from runtime.lane import ToolLane, ToolOutcome
+from runtime.models import ScriptedModel
 from runtime.tools import ToolContext, ToolRegistry
 from runtime.world.effects import LiveEffects
 from runtime.world.inputs import Inbox
+from systems.lifecycle import turn_token
 from tests.lane.test_lane import WAIT, wait_until
 
 
@@ -75,3 +78,21 @@ def test_a_lane_closed_before_the_release_gives_each_held_job_an_error_outcome()
     assert isinstance(first, ToolOutcome)
     assert [r.call_id for r in first.results] == ["c1", "c2"]
     assert all(isinstance(r, ToolResult) and not r.ok for r in first.results)
+
+
+def test_a_turn_of_many_model_calls_keeps_no_stream_stopper_on_its_token(make_world):
+    # Each call puts a callback on the turn's token that stops its stream on a cancel; a
+    # call that has ended takes its callback off again, or a long turn keeps every stream.
+    seen: list[int] = []
+    world = make_world(models={"default": ScriptedModel(["ok"], cycle=True)})
+
+    def thinker(turn):
+        for _ in range(30):
+            yield Think("go on")
+            seen.append(len(turn_token(world._state.records[turn.agent_id])._callbacks))
+        return "done"
+
+    agent = world.spawn(thinker)
+    world.run_until_idle(timeout=30)
+    assert world.result(agent) == "done"
+    assert max(seen) <= 1, seen  # none left behind by calls that have ended
