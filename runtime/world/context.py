@@ -268,13 +268,12 @@ class SystemContext:
         Returns False, changing nothing, if the agent awaits no host action (it never did,
         it was completed already, or an interrupt or cancel abandoned it).
         """
-        from systems.lifecycle import resume_with
-
         rec = self._state.records.get(agent_id)
-        if rec is None or rec.turn.phase is not Phase.AWAITING_ACTION:
+        if rec is None or rec.turn.phase is not _AWAITING_ACTION:
             return False
         self._last = rec.entity
-        resume_with(self._state, rec, value)
+        resume = _resume_with or _load_resume_with()
+        resume(self._state, rec, value)
         return True
 
     def _begin(self) -> None:
@@ -317,6 +316,18 @@ class SystemContext:
                 host.dirty[entity] = None
         if replaced:
             esper.clear_cache()  # cached query tuples hold the replaced objects
+
+
+_AWAITING_ACTION = Phase.AWAITING_ACTION
+_resume_with: Any = None  # systems.lifecycle.resume_with, at first use (it imports this room)
+
+
+def _load_resume_with() -> Any:
+    global _resume_with  # a lazy import, bound once
+    from systems.lifecycle import resume_with
+
+    _resume_with = resume_with
+    return resume_with
 
 
 def raise_builtin(component_type: type[Any]) -> None:
