@@ -106,18 +106,25 @@ class HostSystem(esper.Processor):
         """Whether ``fn`` will not run in this tick (``run_if`` says so); a system without
         a condition runs every tick. Ask it only at the point of the tick where the system
         would run: the answer holds for the rest of the tick."""
-        if self.run_if is None:
+        run_if = self.run_if
+        if run_if is None:
             return False
         ctx = self.ctx
-        ctx._active = True  # `_begin`, inlined
+        ctx._active = True  # `_begin`, inlined; and `_ask`, below: asked on quiet ticks
         ctx._last = None
         try:
-            return self._ask(state) is False
+            answer: bool | BaseException = bool(run_if(ctx))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # a failure of the system, reported by `process`
+            answer = exc
         finally:
             if ctx._ops:
                 ctx._flush()  # a condition that changed something: applied, as after `fn`
             else:
                 ctx._active = False
+        self._asked, self._answer = state.tick, answer
+        return answer is False
 
     def _ask(self, state: WorldState) -> bool | BaseException:
         assert self.run_if is not None
