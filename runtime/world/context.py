@@ -169,8 +169,14 @@ class SystemContext:
         """
         self._last = entity
         comps = esper._entities.get(entity)
-        if comps is None and entity not in self._pending:
-            raise KeyError(f"entity {entity} does not exist")
+        if comps is None:
+            if entity not in self._pending:
+                raise KeyError(f"entity {entity} does not exist")
+        elif len(components) == 1 and comps.get(components[0].__class__) is components[0]:
+            # The common case, one component changed in place: only the marks below.
+            self._host.touch(entity)
+            self._state.changed_this_tick += 1
+            return
         for comp in components:
             if comps is not None and comps.get(comp.__class__) is comp:
                 continue  # changed in place: only the mark below
