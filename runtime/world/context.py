@@ -169,8 +169,14 @@ class SystemContext:
         """
         self._last = entity
         comps = esper._entities.get(entity)
-        if comps is None and entity not in self._pending:
-            raise KeyError(f"entity {entity} does not exist")
+        if comps is None:
+            if entity not in self._pending:
+                raise KeyError(f"entity {entity} does not exist")
+        elif len(components) == 1 and comps.get(components[0].__class__) is components[0]:
+            # The common case, one component changed in place: only the marks below.
+            self._host.touch(entity)
+            self._state.changed_this_tick += 1
+            return
         for comp in components:
             if comps is not None and comps.get(comp.__class__) is comp:
                 continue  # changed in place: only the mark below
@@ -268,13 +274,12 @@ class SystemContext:
         Returns False, changing nothing, if the agent awaits no host action (it never did,
         it was completed already, or an interrupt or cancel abandoned it).
         """
-        from systems.lifecycle import resume_with
-
         rec = self._state.records.get(agent_id)
-        if rec is None or rec.turn.phase is not Phase.AWAITING_ACTION:
+        if rec is None or rec.turn.phase is not _AWAITING_ACTION:
             return False
         self._last = rec.entity
-        resume_with(self._state, rec, value)
+        resume = _resume_with or _load_resume_with()
+        resume(self._state, rec, value)
         return True
 
     def _begin(self) -> None:
@@ -317,6 +322,18 @@ class SystemContext:
                 host.dirty[entity] = None
         if replaced:
             esper.clear_cache()  # cached query tuples hold the replaced objects
+
+
+_AWAITING_ACTION = Phase.AWAITING_ACTION
+_resume_with: Any = None  # systems.lifecycle.resume_with, at first use (it imports this room)
+
+
+def _load_resume_with() -> Any:
+    global _resume_with  # a lazy import, bound once
+    from systems.lifecycle import resume_with
+
+    _resume_with = resume_with
+    return resume_with
 
 
 def raise_builtin(component_type: type[Any]) -> None:

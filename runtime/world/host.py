@@ -106,14 +106,25 @@ class HostSystem(esper.Processor):
         """Whether ``fn`` will not run in this tick (``run_if`` says so); a system without
         a condition runs every tick. Ask it only at the point of the tick where the system
         would run: the answer holds for the rest of the tick."""
-        if self.run_if is None:
+        run_if = self.run_if
+        if run_if is None:
             return False
         ctx = self.ctx
-        ctx._begin()
+        ctx._active = True  # `_begin`, inlined; and `_ask`, below: asked on quiet ticks
+        ctx._last = None
         try:
-            return self._ask(state) is False
+            answer: bool | BaseException = bool(run_if(ctx))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # a failure of the system, reported by `process`
+            answer = exc
         finally:
-            ctx._flush()
+            if ctx._ops:
+                ctx._flush()  # a condition that changed something: applied, as after `fn`
+            else:
+                ctx._active = False
+        self._asked, self._answer = state.tick, answer
+        return answer is False
 
     def _ask(self, state: WorldState) -> bool | BaseException:
         assert self.run_if is not None
@@ -152,6 +163,12 @@ class HostECS:
         self.seen_all = False
         self.rng: random.Random | None = None
         self._action_ctx: SystemContext | None = None
+        # The lifecycle's steps an action takes, looked up once (that room imports this
+        # one, so not at import time).
+        from systems.lifecycle import mint, resume_with
+
+        self._mint: Callable[[AgentRecord, str], str] = mint
+        self._resume_with: Callable[[WorldState, AgentRecord, Any], None] = resume_with
 
     def system_rng(self) -> random.Random:
         """The world's stream for systems, made on first use from the seed."""
@@ -329,30 +346,30 @@ class HostECS:
 
     def run_action(self, rec: AgentRecord, action: Any) -> None:
         """Resolve a host action of ``rec``'s behaviour with its handler."""
-        from systems.lifecycle import describe, finish, mint, resume_with
-
-        state = self.state
         ctx = self._action_ctx
         if ctx is None:
             ctx = self._action_ctx = SystemContext(self, "actions")
         if not ctx._active:
-            ctx._begin()
-        handler = self.actions[type(action)]
+            ctx._active = True  # `_begin`, inlined (`_last` is set just below)
+        handler = self.actions[action.__class__]
         ctx._last = rec.entity
         try:
             value = handler(ctx, rec.id, action)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # rule: a raising handler fails only its agent
-            finish(state, rec, StatusKind.ERROR, f"{type(action).__name__}: {describe(exc)}")
+            from systems.lifecycle import describe, finish
+
+            what = f"{type(action).__name__}: {describe(exc)}"
+            finish(self.state, rec, StatusKind.ERROR, what)
             return
         if value is PENDING:
             turn = rec.turn
             turn.phase = Phase.AWAITING_ACTION
-            turn.inflight = mint(rec, "h")
-            state.touch(rec)
+            turn.inflight = self._mint(rec, "h")
+            self.state.touch(rec)
         elif not rec.status.kind.is_terminal:
-            resume_with(state, rec, value)
+            self._resume_with(self.state, rec, value)
 
     def end_actions(self) -> None:
         """Apply the structural changes the tick's action handlers made (once)."""

@@ -174,21 +174,28 @@ class Resource:
 
     def take(self, ctx: SystemContext, claim: _Claim) -> None:
         """``claim`` holds a slot from now (a `Use` until its seconds have passed)."""
-        if claim.hold is not None:
-            until = ctx.now + claim.hold
-            heapq.heappush(self.ends, (until, self._registry.next_seq(), claim))
+        hold = claim.hold
+        if hold is not None:
+            until = ctx.now + hold
+            registry = self._registry
+            seq = registry._seq = registry._seq + 1
+            heapq.heappush(self.ends, (until, seq, claim))
             # The timer only makes the world tick at `until` (a replay ticks there from its
-            # journal); the resources' system ends the hold in that tick.
-            self._registry.world.call_at(until, _tick_here)
+            # journal); the resources' system ends the hold in that tick. Pushed without
+            # `call_at`'s checks and wake-up: `until` is finite, and this is the tick thread,
+            # which looks at the timers before it parks.
+            registry.timers.add(until, _tick_here)
         else:
             self.open_holds += 1
         self.free -= 1
         self.holders[claim.agent_id] = claim
         counters = self.counters
-        counters.busy += 1
+        busy = counters.busy = counters.busy + 1
         counters.acquired += 1
-        counters.peak_busy = max(counters.peak_busy, counters.busy)
-        self.changed(ctx)
+        if busy > counters.peak_busy:  # noqa: PLR1730 - `max` is a call, on every grant
+            counters.peak_busy = busy
+        if self.entity is not None:  # `changed`, inlined
+            ctx.set(self.entity, counters)
 
     def enqueue(self, ctx: SystemContext, claim: _Claim) -> None:
         """``claim`` waits for a slot, behind every earlier waiter."""
@@ -245,21 +252,25 @@ class Resource:
             counters.reclaimed += 1
         else:
             counters.released += 1
-        self.changed(ctx)
-        self.grant(ctx)
+        if self.entity is not None:  # `changed`, inlined
+            ctx.set(self.entity, counters)
+        if self.queue:
+            self.grant(ctx)
 
     def end_holds(self, ctx: SystemContext) -> None:
         """End the `Use` holds whose seconds have passed, in the order they end."""
-        ends, now = self.ends, ctx.now
+        ends, now, holders = self.ends, ctx.now, self.holders
+        awaiting = Phase.AWAITING_ACTION
         while ends and ends[0][0] <= now:
             claim = heapq.heappop(ends)[2]
-            if self.holders.get(claim.agent_id) is not claim:
+            agent_id = claim.agent_id
+            if holders.get(agent_id) is not claim:
                 continue  # reclaimed already (interrupt, cancel)
             turn = claim.turn
-            live = turn.generation == claim.generation and turn.phase is Phase.AWAITING_ACTION
-            self.give_back(ctx, claim.agent_id, reclaimed=not live)
+            live = turn.generation == claim.generation and turn.phase is awaiting
+            self.give_back(ctx, agent_id, reclaimed=not live)
             if live:
-                ctx.complete(claim.agent_id, claim.waited)
+                ctx.complete(agent_id, claim.waited)
 
     def sweep(self, ctx: SystemContext) -> None:
         """Take back the slots of holders whose turn has ended without ``Release``."""
@@ -283,6 +294,8 @@ class _Resources:
 
     def __init__(self, world: World) -> None:
         self.world = world
+        self.state = world._state
+        self.timers = world._timers
         self.by_name: dict[str, Resource] = {}
         self.resources: list[Resource] = []  # in the order created
         self.unplaced: list[Resource] = []
@@ -326,17 +339,24 @@ class _Resources:
 
     def use(self, ctx: SystemContext, agent_id: str, action: Use) -> object:
         seconds = action.seconds
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-            raise ConfigError(f"Use: `seconds` must be a number, got {seconds!r}")
-        if not 0 <= seconds < math.inf:
-            raise ConfigError(f"Use: `seconds` must be finite and >= 0, got {seconds!r}")
+        cls = seconds.__class__
+        if not ((cls is float or cls is int) and 0 <= seconds < _INF):  # else: checked
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+                raise ConfigError(f"Use: `seconds` must be a number, got {seconds!r}")
+            if not 0 <= seconds < _INF:
+                raise ConfigError(f"Use: `seconds` must be finite and >= 0, got {seconds!r}")
         return self.claim(ctx, agent_id, action, seconds)
 
     def claim(
         self, ctx: SystemContext, agent_id: str, action: Acquire | Use, hold: float | None
     ) -> object:
-        resource = self.find(action)
-        turn = ctx.get(ctx.entity(agent_id), TurnState)
+        name = action.resource
+        resource = self.by_name.get(name) if name.__class__ is str else None
+        if resource is None:
+            resource = self.find(action)  # raises, naming it
+        # The agent acting: the one whose host action this is (`run_action` has blamed
+        # its entity already), so its record is there.
+        turn = self.state.records[agent_id].turn
         held = resource.holders.get(agent_id)
         if held is not None and held.generation != turn.generation:
             resource.give_back(ctx, agent_id, reclaimed=True)  # an earlier turn's, unswept
@@ -359,11 +379,14 @@ class _Resources:
         """The system's ``run_if``: whether this tick has anything for it to do (an entity
         to create, a wait or a hold a cancel or interrupt may have ended, a turn that may
         have ended holding, a `Use` whose hold is over)."""
-        if self.unplaced or _ends_waits(ctx):
+        if self.unplaced or (self.state.inputs and _ends_waits(ctx)):
             return True
-        now = ctx.now
+        now = self.state.now
         for resource in self.resources:
-            if resource.open_holds or (resource.ends and resource.ends[0][0] <= now):
+            if resource.open_holds:
+                return True
+            ends = resource.ends
+            if ends and ends[0][0] <= now:
                 return True
         return False
 
@@ -375,8 +398,8 @@ class _Resources:
             for resource in self.unplaced:
                 resource.entity = ctx.create(resource.counters)
             self.unplaced.clear()
-        ended = _ends_waits(ctx)
-        now = ctx.now
+        ended = bool(self.state.inputs) and _ends_waits(ctx)
+        now = self.state.now
         for resource in self.resources:
             if ended and resource.waiting:
                 resource.sweep_queue(ctx)
@@ -404,3 +427,4 @@ def _tick_here() -> None:
 
 
 _ENDS_WAITS = (CancelAgent, InterruptAgent)
+_INF = math.inf

@@ -33,21 +33,30 @@ class HostTimers:
         return bool(self._heap)
 
     def add(self, when: float, fn: Callable[[], object]) -> None:
-        """Schedule ``fn`` for the first tick whose time is >= ``when``."""
+        """Schedule ``fn`` for the first tick whose time is >= ``when``.
+
+        It wakes no one: the tick thread looks at the timers before it parks, so code on
+        it (a host action's handler, a host system) adds here directly; ``call_at`` wakes
+        the loop for a timer added from another thread."""
         with self._lock:
             heapq.heappush(self._heap, (when, next(self._seq), fn))
 
     def next_due(self) -> float | None:
         """When the earliest timer is due, or None when there is none."""
-        with self._lock:
-            return self._heap[0][0] if self._heap else None
+        # No lock: other threads only push, and a push (C, under the GIL) leaves the heap
+        # whole; the first item is read in one step, as the skip-ahead loop reads it.
+        heap = self._heap
+        return heap[0][0] if heap else None
 
     def run_due(self, now: float) -> None:
         """Run every timer due at ``now``, in order; one that raises is logged."""
+        heap = self._heap
+        if not heap or heap[0][0] > now:
+            return  # looked at again under the lock by the next call: nothing is lost
         due = []
         with self._lock:
-            while self._heap and self._heap[0][0] <= now:
-                due.append(heapq.heappop(self._heap)[2])
+            while heap and heap[0][0] <= now:
+                due.append(heapq.heappop(heap)[2])
         for fn in due:
             try:
                 fn()

@@ -313,6 +313,21 @@ def test_use_serves_visits_as_acquire_sleep_release_do_in_fewer_ticks(make_world
     assert ticks[0] < ticks[1], ticks  # no tick for a grant at once, nor for the release
 
 
+def test_a_use_schedules_the_end_of_its_hold_without_waking_the_loop(make_world):
+    # The tick thread adds the timer for a hold's end for itself, and looks at the timers
+    # before it parks: a wake-up permit would only make a real-time loop tick once more.
+    world = make_world()
+    Resource(world, "desk", capacity=1)
+    for visit in [("a", 0, 2), ("b", 1, 2)]:
+        world.spawn(user, visit)
+    world.tick()  # the spawns land
+    before = world.wake.notifies
+    world.run_until_idle()
+    assert LOG == [(2.0, "a", "left after waiting 0"), (4.0, "b", "left after waiting 1")]
+    assert world.now == 4.0  # the world ticked at each hold's end all the same
+    assert world.wake.notifies == before
+
+
 def test_an_interrupted_use_gives_its_slot_to_the_next_waiter_at_once(make_world):
     world = make_world()
     Resource(world, "desk", capacity=1)
