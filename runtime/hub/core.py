@@ -45,6 +45,11 @@ _log = logging.getLogger("runtime.hub")
 # once deleted slots pile up at the front: ~10 µs a settlement at this size (measured).
 _RECENT_SETTLEMENTS = 10_000
 
+# An emptied dict keeps the table it grew to (~38 B an entry it ever held): once the open
+# set empties after this many opens, `_open` and `_by_agent` let theirs go (a world that
+# once waited on 100k prompts kept ~77 B an agent after they all settled).
+_SHRINK_AFTER_OPENS = 1_000
+
 
 @dataclass(frozen=True, slots=True)
 class HubStats:
@@ -101,6 +106,7 @@ class HubCore:
         self._older: dict[str, PromptSettled] = {}
         self._minted = 0
         self._opened = 0
+        self._opened_when_emptied = 0  # `_opened` when the open set last let its table go
         # One counter per Settlement; plain ints, since a dict keyed by an Enum member
         # hashes it through a Python-level `__hash__` on every settlement.
         self._answered = self._cancelled = self._expired = 0
@@ -279,6 +285,10 @@ class HubCore:
             del ids[request_id]
             if len(ids) == 1:
                 by_agent[agent_id] = next(iter(ids))
+        if not open_ and self._opened - self._opened_when_emptied > _SHRINK_AFTER_OPENS:
+            open_.clear()  # both empty (the invariant): only their tables go
+            by_agent.clear()
+            self._opened_when_emptied = self._opened
         if how is Settlement.ANSWERED:
             self._answered += 1
         elif how is Settlement.CANCELLED:

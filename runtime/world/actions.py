@@ -179,23 +179,41 @@ class Turn:
     draws); ``now`` is the world's time at the current step.
     """
 
-    __slots__ = ("_rec", "_source", "agent_id", "generation", "history", "message")
+    # A world's turn keeps no id of its own (its record's) and makes its history view on
+    # first read: a suspended turn of 100k agents costs what the behaviour keeps alive.
+    __slots__ = ("_history", "_rec", "_source", "generation", "message")
 
     def __init__(
         self,
         agent_id: str,
         message: Any,
-        history: HistoryView,
+        history: HistoryView | None,
         generation: int,
         source: TurnSource,
         rec: Any = None,
     ) -> None:
-        self.agent_id = agent_id
+        """``history`` None: a view of ``rec.history.entries``, made when first read."""
+        if rec is None or rec.id != agent_id:
+            rec = _Bare(agent_id, rec)
         self.message = message
-        self.history = history
+        self._history = history
         self.generation = generation
         self._source = source
         self._rec = rec
+
+    @property
+    def agent_id(self) -> str:
+        """The agent's id."""
+        return self._rec.id  # type: ignore[no-any-return]
+
+    @property
+    def history(self) -> HistoryView:
+        """The agent's history so far, read-only (no copy is made)."""
+        view = self._history
+        if view is None:
+            history = self._rec.history  # None: a bare turn made with neither
+            view = self._history = HistoryView([] if history is None else history.entries)
+        return view
 
     @property
     def now(self) -> float:
@@ -205,7 +223,8 @@ class Turn:
     @property
     def rng(self) -> random.Random:
         """The agent's own random stream, derived from the world's seed and the agent id."""
-        return self._source.agent_rng(self._rec)
+        rec = self._rec
+        return self._source.agent_rng(rec.rec if rec.__class__ is _Bare else rec)
 
     def get(self, component_type: type[C]) -> C:
         """A copy of the agent's own host component of that type (read-only: change it
@@ -221,9 +240,21 @@ class Turn:
 
     def try_get(self, component_type: type[C]) -> C | None:
         """A copy of the agent's own host component of that type, or None."""
-        comps = getattr(self._rec, "components", None)
+        rec = self._rec
+        comps = getattr(rec.rec if rec.__class__ is _Bare else rec, "components", None)
         found = None if comps is None else comps.get(component_type)
         return None if found is None else copy_component(found)
 
     def __repr__(self) -> str:
         return f"Turn(agent_id={self.agent_id!r}, generation={self.generation})"
+
+
+class _Bare:
+    """Where a ``Turn`` made without its agent's record (or with another's) keeps its id."""
+
+    __slots__ = ("history", "id", "rec")
+
+    def __init__(self, agent_id: str, rec: Any) -> None:
+        self.id = agent_id
+        self.rec = rec
+        self.history = getattr(rec, "history", None)

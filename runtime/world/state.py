@@ -119,9 +119,8 @@ class AgentRecord:
     """
 
     __slots__ = (
+        "_extras",
         "agent",
-        "children",
-        "components",
         "digest",
         "entity",
         "fn",
@@ -129,14 +128,10 @@ class AgentRecord:
         "hist_hash",
         "hist_hashed",
         "history",
-        "holding",
         "id",
-        "mailbox",
         "ordinal",
-        "paused_from",
         "prompts",
         "result",
-        "rng",
         "sleep_seq",
         "spec",
         "status",
@@ -164,8 +159,10 @@ class AgentRecord:
         self.history = history
         self.fn = fn
         self.handle: InterruptHandle | None = None
-        self.rng: random.Random | None = None
-        self.mailbox: deque[Any] | None = None
+        # The rarely set extras (rng, mailbox, paused_from, holding, children, components):
+        # one side object, made by the first store of a value, None until then (six slots
+        # an agent that never uses them did not pay: 48 B of each record at 100k agents).
+        self._extras: _Extras | None = None
         # Open prompts of this agent, as mirrored from the hub's change events (inputs):
         # None while there is none, the request itself while there is one (the hub keeps
         # it alive anyway: a dict per waiting agent cost ~180 B), a dict id -> kind while
@@ -173,13 +170,6 @@ class AgentRecord:
         # through `add_prompt`/`drop_prompt`. Falsy exactly when no prompt is open.
         self.prompts: InteractionRequest | dict[str, InteractionKind] | None = None
         self.result: Any = None
-        self.paused_from: StatusKind | None = None
-        # Outcomes and settlements that landed while paused, whole and in arrival order:
-        # none of it (history, result, status) is applied until resume (None: nothing held).
-        self.holding: list[tuple[int, object]] | None = None
-        self.children: list[str] | None = None
-        # The entity's esper dict once it carries host components (see runtime.world.host).
-        self.components: dict[type, Any] | None = None
         # The chained hash of the first `hist_hashed` history entries; entries are only
         # ever appended, so the rest are folded in lazily (runtime.digest.history_hash).
         self.hist_hash = b""
@@ -189,6 +179,79 @@ class AgentRecord:
 
     def __repr__(self) -> str:
         return f"<AgentRecord {self.id} {self.status.kind.value} {self.turn.phase.value}>"
+
+    def _extra(self) -> _Extras:
+        extras = self._extras
+        if extras is None:
+            extras = self._extras = _Extras()
+        return extras
+
+    @property
+    def rng(self) -> random.Random | None:
+        """The agent's random stream once made (see ``WorldState.agent_rng``)."""
+        extras = self._extras
+        return None if extras is None else extras.rng
+
+    @rng.setter
+    def rng(self, value: random.Random | None) -> None:
+        if value is not None or self._extras is not None:
+            self._extra().rng = value
+
+    @property
+    def mailbox(self) -> deque[Any] | None:
+        """Messages queued for the next turns (None: none ever queued)."""
+        extras = self._extras
+        return None if extras is None else extras.mailbox
+
+    @mailbox.setter
+    def mailbox(self, value: deque[Any] | None) -> None:
+        if value is not None or self._extras is not None:
+            self._extra().mailbox = value
+
+    @property
+    def paused_from(self) -> StatusKind | None:
+        """The status a paused agent would have (None unless paused)."""
+        extras = self._extras
+        return None if extras is None else extras.paused_from
+
+    @paused_from.setter
+    def paused_from(self, value: StatusKind | None) -> None:
+        if value is not None or self._extras is not None:
+            self._extra().paused_from = value
+
+    @property
+    def holding(self) -> list[tuple[int, object]] | None:
+        """Outcomes and settlements that landed while paused, whole and in arrival order:
+        none of it (history, result, status) is applied until resume (None: nothing held)."""
+        extras = self._extras
+        return None if extras is None else extras.holding
+
+    @holding.setter
+    def holding(self, value: list[tuple[int, object]] | None) -> None:
+        if value is not None or self._extras is not None:
+            self._extra().holding = value
+
+    @property
+    def children(self) -> list[str] | None:
+        """The ids of the agents this one spawned, in order (None: none yet)."""
+        extras = self._extras
+        return None if extras is None else extras.children
+
+    @children.setter
+    def children(self, value: list[str] | None) -> None:
+        if value is not None or self._extras is not None:
+            self._extra().children = value
+
+    @property
+    def components(self) -> dict[type, Any] | None:
+        """The entity's esper dict once it carries host components (runtime.world.host)."""
+        extras = self._extras
+        return None if extras is None else extras.components
+
+    @components.setter
+    def components(self, value: dict[type, Any] | None) -> None:
+        if value is not None or self._extras is not None:
+            self._extra().components = value
 
     def add_prompt(self, request: InteractionRequest) -> None:
         """Mirror the opening of ``request`` (see ``prompts``)."""
@@ -233,6 +296,20 @@ class AgentRecord:
         if isinstance(prompts, dict):
             return list(prompts.values())
         return [prompts.kind]
+
+
+class _Extras:
+    """An ``AgentRecord``'s rarely set fields (see ``AgentRecord._extras``)."""
+
+    __slots__ = ("children", "components", "holding", "mailbox", "paused_from", "rng")
+
+    def __init__(self) -> None:
+        self.rng: random.Random | None = None
+        self.mailbox: deque[Any] | None = None
+        self.paused_from: StatusKind | None = None
+        self.holding: list[tuple[int, object]] | None = None
+        self.children: list[str] | None = None
+        self.components: dict[type, Any] | None = None
 
 
 class WorldState:

@@ -28,7 +28,7 @@ from components import (
 )
 from runtime.cancel import CancelToken, InterruptHandle
 from runtime.world import sigint
-from runtime.world.actions import HistoryView, Turn
+from runtime.world.actions import Turn
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
 from .history import add_history, as_text, record_tool_results
@@ -85,7 +85,10 @@ def create_agent(
     turn = TurnState()
     history = History()
     entity = esper.create_entity(agent, spec, status, turn, history, *components)
-    rec = AgentRecord(state.next_ordinal, entity, agent, spec, status, turn, history, fn)
+    # The entity id is the ordinal: esper hands them out in creation order and never
+    # again, so it orders agents as a spawn counter would, and one int serves both (a
+    # second int per agent cost 32 B).
+    rec = AgentRecord(entity, entity, agent, spec, status, turn, history, fn)
     state.next_ordinal += 1
     state.records[agent_id] = rec
     if components:
@@ -121,9 +124,10 @@ def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
         probe.turn_started(rec)
     if message is not None:
         add_history(state, rec, "user", as_text(message))
-    view = HistoryView(rec.history.entries)
     try:
-        gen = rec.fn(Turn(rec.id, message, view, turn.generation, state, rec))
+        # No HistoryView yet: the Turn makes it from the record on first read (40 B an
+        # agent that never reads its history).
+        gen = rec.fn(Turn(rec.id, message, None, turn.generation, state, rec))
     except BaseException as exc:  # rule: whatever a behaviour raises fails that agent only
         fail(state, rec, exc)
         return

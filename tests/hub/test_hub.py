@@ -967,3 +967,22 @@ def test_a_reopened_id_is_remembered_by_its_latest_settlement():
     hub.answer(InteractionResponse.text("same", "second"))
     settled = hub.try_settlement("same")
     assert settled is not None and settled.response.value == "second"
+
+
+def test_the_open_set_lets_its_grown_tables_go_once_a_burst_of_prompts_has_settled():
+    import sys
+
+    hub = InteractionHub(clock=ManualClock())
+    empty = sys.getsizeof({})
+    ids = [hub.open(f"a{i}", text(f"q{i}")) for i in range(3_000)]
+    assert sys.getsizeof(hub._open) > 50 * empty
+    for request_id in ids[:-1]:
+        hub.answer(InteractionResponse.text(request_id, "ok"))
+    assert sys.getsizeof(hub._open) > 50 * empty  # not empty yet: the table stays
+    hub.cancel(ids[-1])
+    assert hub._open == {} and hub._by_agent == {}
+    assert sys.getsizeof(hub._open) == empty and sys.getsizeof(hub._by_agent) == empty
+    # The open set works on as before.
+    assert hub.open("b", text("again")) == "again"
+    assert hub.pending() == [("b", text("again"))]
+    assert hub.stats() == HubStats(opened=3_001, answered=2_999, cancelled=1, expired=0, open=1)

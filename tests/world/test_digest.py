@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -132,3 +133,40 @@ def test_a_late_outcome_for_an_abandoned_batch_is_dropped_as_stale():
     finally:
         release.set()
         world.close()
+
+
+def _napper(turn):
+    from runtime import Ask, InteractionRequest, Sleep
+
+    for step in range(turn.message):
+        yield Sleep(0.5 * (step + 1))
+    if turn.message % 2:
+        yield Ask(InteractionRequest.free_text("", "more?"))
+    return turn.message
+
+
+@pytest.mark.parametrize("keep", [None, 2])
+def test_a_world_tracking_no_digest_gives_the_digest_of_one_that_tracks_every_tick(keep):
+    # The untracked world drops each tick's dirty set until digest() is first asked for;
+    # that first digest (and every later one) must be what a tracking world computes.
+    worlds = [
+        World(clock=ManualClock(), track_digests=tracked, keep_finished=keep)
+        for tracked in (True, False)
+    ]
+    try:
+        for world in worlds:
+            for n in range(6):
+                world.spawn(_napper, n)
+        digests: list[list[str]] = [[], []]
+        for tick in range(12):
+            for world, seen in zip(worlds, digests, strict=True):
+                world.clock.advance(0.5)  # type: ignore[attr-defined]
+                world.tick()
+                if tick in (3, 7, 11):  # some agents finished and were released by then
+                    seen.append(world.digest())
+        assert digests[0] == digests[1]
+        assert len(set(digests[0])) == 3
+        assert worlds[1]._state.records.keys() == worlds[0]._state.records.keys()
+    finally:
+        for world in worlds:
+            world.close()

@@ -1,0 +1,76 @@
+"""What a waiting agent keeps: a record with no side object, a turn with no view of its own."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+from runtime import Ask, InteractionRequest, ManualClock, StatusKind, World
+from runtime.world.actions import HistoryView, Turn
+
+
+def _asker(turn):
+    seen.append(turn)
+    yield Ask(InteractionRequest.free_text("", "go on?"))
+
+
+seen: list[Turn] = []
+
+
+def test_a_waiting_agent_has_no_extras_its_entity_is_its_ordinal_and_its_view_is_unmade():
+    seen.clear()
+    world = World(clock=ManualClock())
+    try:
+        agent = world.spawn(_asker)
+        world.run_until_idle(skip_time=False)
+        rec = world._state.records[agent]
+        assert rec.status.kind is StatusKind.WAITING
+        assert rec._extras is None  # no rng, mailbox, children... stored: no side object
+        assert rec.entity is rec.ordinal  # one int for both
+        (turn,) = seen
+        assert turn._history is None  # the behaviour never read it
+        # Read now, it is the record's live history, made once.
+        assert [e.content for e in turn.history] == ["go on?"]
+        assert turn.history is turn.history
+        assert turn.agent_id == agent
+    finally:
+        world.close()
+
+
+def test_a_record_makes_its_extras_on_the_first_stored_value_and_reads_none_before():
+    world = World(clock=ManualClock())
+    try:
+        world.spawn(_asker)
+        world.tick()
+        (rec,) = world._state.records.values()
+        fields = ("rng", "mailbox", "paused_from", "holding", "children", "components")
+        for name in fields:
+            assert getattr(rec, name) is None
+            setattr(rec, name, None)  # storing None makes nothing
+        assert rec._extras is None
+        values = {
+            "rng": random.Random(1),
+            "mailbox": deque(["m"]),
+            "paused_from": StatusKind.ACTIVE,
+            "holding": [(1, "x")],
+            "children": ["a2"],
+            "components": {int: 1},
+        }
+        for name, value in values.items():
+            setattr(rec, name, value)
+        assert rec._extras is not None
+        assert {name: getattr(rec, name) for name in fields} == values
+        rec.mailbox = None  # once made, None is stored like any value
+        assert rec.mailbox is None and rec.children == ["a2"]
+    finally:
+        world.close()
+
+
+def test_a_turn_made_without_a_record_keeps_its_id_and_the_history_it_was_given():
+    view = HistoryView([])
+    turn = Turn("a7", "hi", view, 3, None)  # type: ignore[arg-type]
+    assert (turn.agent_id, turn.message, turn.generation) == ("a7", "hi", 3)
+    assert turn.history is view
+    bare = Turn("a8", None, None, 1, None)  # type: ignore[arg-type]
+    assert list(bare.history) == []
+    assert repr(bare) == "Turn(agent_id='a8', generation=1)"
