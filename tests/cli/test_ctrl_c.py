@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import signal
 import subprocess
 import time
@@ -63,8 +64,16 @@ LATENCY_BOUND = 5.0
 def _ctrl_c(args: list[str], ready: Path, timeout: float = 40) -> tuple[float, dict, str]:
     """Run ``tickwork ARGS``, send SIGINT once ``ready`` exists; returns
     the seconds from the signal to the exit, the JSON summary, and stderr."""
+    # faulthandler on: a run that does not stop is sent SIGABRT, which dumps every
+    # thread's stack to stderr, so a failure says where the run was stuck.
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen(
-        [TICKWORK, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [TICKWORK, *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         wait_for(
@@ -75,7 +84,12 @@ def _ctrl_c(args: list[str], ready: Path, timeout: float = 40) -> tuple[float, d
         assert proc.poll() is None, proc.communicate(timeout=10)
         proc.send_signal(signal.SIGINT)
         sent = time.monotonic()
-        out, err = proc.communicate(timeout=timeout)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _out, err = proc.communicate(timeout=10)
+            pytest.fail(f"still running {timeout} s after SIGINT; its stacks:\n{err[-6000:]}")
         took = time.monotonic() - sent
     finally:
         if proc.poll() is None:
