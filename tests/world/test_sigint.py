@@ -168,3 +168,32 @@ def test_a_ctrl_c_swallowed_inside_the_tick_is_raised_again_until_the_tick_is_le
     assert stepped == []  # raised again long before the 30 s were out
     with JournalReader(tmp_path / "run.db") as reader:
         assert reader.tick_count() == 0
+
+
+def test_a_rekick_stops_a_tick_that_lost_the_interrupt_but_not_its_unwinding():
+    # Ctrl-C abandons a tick; the interrupt is then either propagating (an `except` or
+    # `finally` of the tick runs: a journal rolling back, which may take longer than the
+    # 50 ms between re-kicks on a busy machine) or was swallowed (a gc callback ate it).
+    # A re-kick must stop only the second, and leave the first's clean-up alone.
+    outcomes: list[str] = []
+    with sigint.abandoning():
+        assert sigint.enter()
+        try:
+            try:
+                sigint.interrupt_now()  # the user's Ctrl-C: the tick is abandoned
+            except KeyboardInterrupt:
+                sigint.flags().kicked = True  # a re-kick lands while it unwinds
+                try:
+                    outcomes.append("ignored" if sigint.rekicked() else "not ours")
+                except KeyboardInterrupt:
+                    outcomes.append("raised in the unwinding")
+            sigint.flags().kicked = True  # ... and once the interrupt has been lost
+            try:
+                sigint.rekicked()
+            except KeyboardInterrupt:
+                outcomes.append("raised")
+        finally:
+            with pytest.raises(KeyboardInterrupt):  # the abandoned tick is left
+                sigint.leave()
+    assert outcomes == ["ignored", "raised"]
+    assert not sigint.flags().abandoned and not sigint.flags().kicked
