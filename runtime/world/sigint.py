@@ -173,24 +173,39 @@ def interrupt_now() -> None:
     if _state.ticking and not _state.abandoned:
         _state.abandoned = True
         _state.abandons += 1
-        threading.Thread(target=_rekick, name="tickwork-sigint", daemon=True).start()
+        kicker = threading.Thread(
+            target=_rekick, args=(_state.abandons,), name="tickwork-sigint", daemon=True
+        )
+        kicker.start()
     raise KeyboardInterrupt
 
 
 _REKICK_SECS = 0.05
 
 
-def _rekick() -> None:
+def _rekick(abandon: int) -> None:
     # Python code that C calls (a `__del__`, a gc or weakref callback, a generator being
     # finalized) swallows an exception, and a signal handler may run inside it: then the
     # tick would go on to its end. So while the abandoned tick is not left, SIGINT is
     # raised again (`rekicked` tells the handler it is this, not the user's second).
+    # `abandon` numbers the abandon this thread is for: one that outlived its tick (it
+    # sleeps between kicks) must never kick the next abandon, which has its own thread.
+    # It did: its kick landed in the gc callback a later abandon's own allocations set
+    # off, before that abandon's interrupt was raised, and was lost there.
     while True:
         time.sleep(_REKICK_SECS)
-        if not _state.abandoned:
+        if not _kick(abandon):
             return
-        _state.kicked = True
-        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+def _kick(abandon: int) -> bool:
+    """Send SIGINT to the main thread again if ``abandon`` is still in progress; whether
+    it was (once it is not, the thread for it ends)."""
+    if not _state.abandoned or _state.abandons != abandon:
+        return False
+    _state.kicked = True
+    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+    return True
 
 
 def rekicked() -> bool:
@@ -207,9 +222,22 @@ def rekicked() -> bool:
     # While the interrupt is being handled (an `except`, a `finally` or `__exit__` it runs:
     # a journal rolling back, say) it was not lost: the abandon is under way, and raising
     # again would cut that clean-up short. Only a tick that went on without it is stopped.
-    if _state.abandoned and _state.ticking and not isinstance(sys.exc_info()[1], KeyboardInterrupt):
+    if _state.abandoned and _state.ticking and not _unwinding():
         raise KeyboardInterrupt
     return True
+
+
+def _unwinding() -> bool:
+    """Whether the calling thread handles a ``KeyboardInterrupt`` now, or an exception
+    raised while one was handled (its ``__context__`` chain: a clean-up's own ``except``)."""
+    exc = sys.exc_info()[1]
+    for _ in range(64):  # the chain has no cycles, but it is not ours to trust
+        if exc is None:
+            return False
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc = exc.__context__
+    return False
 
 
 def abandoned() -> bool:

@@ -3,9 +3,11 @@ the tick journaled, none of its held lane jobs started; by default the tick fini
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
+import time
 
 import pytest
 
@@ -170,6 +172,14 @@ def test_a_ctrl_c_swallowed_inside_the_tick_is_raised_again_until_the_tick_is_le
         assert reader.tick_count() == 0
 
 
+def _rekick_lands() -> str:
+    sigint.flags().kicked = True  # the world's own SIGINT, sent again
+    try:
+        return "ignored" if sigint.rekicked() else "not ours"
+    except KeyboardInterrupt:
+        return "raised"
+
+
 def test_a_rekick_stops_a_tick_that_lost_the_interrupt_but_not_its_unwinding():
     # Ctrl-C abandons a tick; the interrupt is then either propagating (an `except` or
     # `finally` of the tick runs: a journal rolling back, which may take longer than the
@@ -182,18 +192,43 @@ def test_a_rekick_stops_a_tick_that_lost_the_interrupt_but_not_its_unwinding():
             try:
                 sigint.interrupt_now()  # the user's Ctrl-C: the tick is abandoned
             except KeyboardInterrupt:
-                sigint.flags().kicked = True  # a re-kick lands while it unwinds
+                outcomes.append(_rekick_lands())  # in the interrupt's handler
                 try:
-                    outcomes.append("ignored" if sigint.rekicked() else "not ours")
-                except KeyboardInterrupt:
-                    outcomes.append("raised in the unwinding")
-            sigint.flags().kicked = True  # ... and once the interrupt has been lost
-            try:
-                sigint.rekicked()
-            except KeyboardInterrupt:
-                outcomes.append("raised")
+                    raise LookupError("a clean-up's own, handled")
+                except LookupError:
+                    outcomes.append(_rekick_lands())  # in a handler within it
+            outcomes.append(_rekick_lands())  # the interrupt is gone: the tick went on
         finally:
             with pytest.raises(KeyboardInterrupt):  # the abandoned tick is left
                 sigint.leave()
-    assert outcomes == ["ignored", "raised"]
+    assert outcomes == ["ignored", "ignored", "raised"]
     assert not sigint.flags().abandoned and not sigint.flags().kicked
+
+
+def test_a_rekick_thread_never_kicks_a_later_abandon(monkeypatch):
+    # A re-kick thread sleeps between kicks, so it may outlive the tick it was for; the
+    # next abandon has a thread of its own, and the old one must leave it alone.
+    monkeypatch.setattr(sigint, "_REKICK_SECS", 60.0)  # the threads started here stay asleep
+    kicks: list[str] = []
+    with sigint.abandoning():
+        for tick in ("first", "second"):  # two ticks abandoned in turn
+            assert sigint.enter()
+            with contextlib.suppress(KeyboardInterrupt):
+                sigint.interrupt_now()
+            if tick == "first":
+                with pytest.raises(KeyboardInterrupt):
+                    sigint.leave()
+        try:  # the second is in progress
+            for abandon in (sigint.ticks_abandoned() - 1, sigint.ticks_abandoned()):
+                try:
+                    kicks.append("kicked" if sigint._kick(abandon) else "left alone")
+                    time.sleep(0)  # a handler runs here at the latest
+                except KeyboardInterrupt:
+                    kicks.append("interrupted")
+        finally:
+            with pytest.raises(KeyboardInterrupt):
+                sigint.leave()
+    # The first abandon's thread left the second alone; the second's own kick reached the
+    # handler, which raised (where exactly Python runs it, after the kill, may vary).
+    assert kicks[0] == "left alone"
+    assert kicks[-1] == "interrupted"
