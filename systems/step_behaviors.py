@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from heapq import heappush
 from typing import Any
 
 import esper
@@ -14,7 +13,7 @@ from runtime.world.state import AgentRecord, Throw, WorldState
 
 from .lifecycle import await_children, create_agent, end_turn, fail, finish, resume_with
 
-__all__ = ["StepBehaviors", "step_ready", "step_sleepers", "take_action"]
+__all__ = ["StepBehaviors", "step_ready", "take_action"]
 
 _WORK = (Think, CallTools, Ask)
 
@@ -95,59 +94,6 @@ def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
         except BaseException as exc:
             fail(state, rec, exc, "StepBehaviors")
     stepped = len(ready) - skipped  # behaviours advanced (or ended) this tick
-    state.stepped += stepped
-    state.changed_this_tick += stepped
-
-
-def step_sleepers(state: WorldState, bucket: list[tuple[int, AgentRecord]]) -> None:
-    """Wake and step the sleepers of ``bucket`` (due at ``state.now``) with nothing else
-    ready: what ``wake_sleepers`` and then `step_ready` do, without the ready set between.
-
-    The skip-ahead path (`runtime.world.skip`) runs a tick that only wakes one deadline's
-    sleepers this way: the same agents in the same order with the same effects (a stepped
-    agent is marked dirty and counted, a paused one held, a stale entry dropped). A live
-    entry's turn is always SLEEPING with nothing to send (see `WorldState.sleep_buckets`),
-    so each is sent None.
-    """
-    next_ready = state.ready  # empty: what this tick's steps make ready goes into it
-    held, dirty, buckets, heap = state.held, state.dirty, state.sleep_buckets, state.sleepers
-    now = state.now
-    paused = StatusKind.PAUSED
-    stepped = 0
-    for entry, rec in bucket:
-        if rec.sleep_seq != entry:
-            continue  # a stale entry: the sleep was abandoned
-        if rec.status.kind is paused:
-            held[rec.ordinal] = rec
-            continue
-        turn = rec.turn
-        dirty[rec.ordinal] = rec
-        stepped += 1
-        try:
-            try:
-                action = turn.behavior.send(None)  # type: ignore[union-attr]
-            except StopIteration as stop:
-                end_turn(state, rec, stop.value)
-                continue
-            except BaseException as exc:  # as in step_ready
-                fail(state, rec, exc)
-                continue
-            # A positive sleep, compared as step_ready compares it (`<= 0` first, so a
-            # bad `seconds` fails with the same message); anything else is take_action's.
-            if action.__class__ is Sleep and not (seconds := action.seconds) <= 0 and seconds > 0:
-                deadline = turn.deadline = now + seconds  # the phase stays SLEEPING
-                seq = state.sleep_seq = state.sleep_seq + 1
-                rec.sleep_seq = seq
-                later = buckets.get(deadline)
-                if later is None:  # add_sleeper, inlined
-                    buckets[deadline] = [(seq, rec)]
-                    heappush(heap, deadline)
-                else:
-                    later.append((seq, rec))
-            else:
-                take_action(state, rec, action, next_ready)
-        except BaseException as exc:
-            fail(state, rec, exc, "StepBehaviors")
     state.stepped += stepped
     state.changed_this_tick += stepped
 

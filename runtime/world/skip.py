@@ -10,10 +10,12 @@ times: each deadline set (a sleeper's or a host timer's), the host timers run, t
 the stages that can have work (abort, interrupts, host systems, step, dispatch, reflect),
 no report made, and the quiet tick that ends a burst counted without being run when no
 host system could change something in it. A tick with no host system or timer and nothing
-queued but the sleepers due is leaner still: `step_sleepers` wakes and steps that deadline's
-bucket and nothing else runs unless the step queued work. The results, tick numbers,
-times, digest and host-system calls are the whole pipeline's; ``tests/world/test_tick.py``
-compares them.
+queued but the sleepers due is leaner still: ``_wake_run`` wakes and steps that deadline's
+bucket and nothing else runs unless the step queued work; while the agents it steps only
+sleep again, it runs on through the quiet tick and the next deadline's wake-up in one loop.
+A tick whose only work is agents that just ended runs their abort alone. The results,
+tick numbers, times, digest and host-system calls are the whole pipeline's;
+``tests/world/test_tick.py`` compares them.
 
 It hands back to the loop at the first tick that sends work to a lane (mirrored as the
 whole tick would, then ``moving``), before a prompt or lockstep deadline, when an input
@@ -33,10 +35,12 @@ from typing import Any
 
 import esper
 
+from components import StatusKind
 from runtime.clock import Clock, ManualClock
 from runtime.hub import InteractionHub
 from runtime.lane.tool_lane import ToolLane
 from runtime.world import sigint
+from runtime.world.actions import Sleep
 from runtime.world.host import HostECS
 from runtime.world.inputs import Inbox
 from runtime.world.lockstep import Lockstep
@@ -47,7 +51,8 @@ from runtime.world.report import TickReport
 from runtime.world.state import WorldState
 from runtime.world.tick import ESPER_LOCK
 from runtime.world.timers import HostTimers
-from systems.step_behaviors import step_sleepers
+from systems.lifecycle import end_turn, fail
+from systems.step_behaviors import take_action
 
 __all__ = ["SKIP_SLICE", "YIELD_AFTER", "SkipAhead"]
 
@@ -64,8 +69,8 @@ on a busy machine: doing it every slice cost the sparse runs ~15% of their wall 
 _NOT_NEEDED = {"apply_inputs", "expire_prompts", "collect_outcomes", "mirror_lane_stats"}
 
 # What a skipped tick runs: every stage that can have work, the step alone for the due
-# sleepers (`step_sleepers`), or nothing at all.
-_WHOLE, _WAKE, _QUIET = "whole", "wake", "quiet"
+# sleepers (`_wake_run`), the abort alone for agents that just ended, or nothing at all.
+_WHOLE, _WAKE, _ABORT, _QUIET = "whole", "wake", "abort", "quiet"
 
 
 class SkipAhead:
@@ -152,6 +157,139 @@ class SkipAhead:
                     order.append(self._pipeline[gap])
         return before, after
 
+    def _wake_run(  # noqa: PLR0915 - the skip's inner loop, kept flat
+        self, now: float, room: int, limit: float, flags: Any, deferring: bool
+    ) -> tuple[int, float]:
+        """Wake and step the sleepers due at ``now`` (a tick ``_skip_ahead`` has begun,
+        with nothing queued and no host system to ask), then run on through the ticks that
+        follow while they are sleepers alone: the quiet tick after a wake-up, and the next
+        deadline's wake-up, for at most ``room`` ticks more and before ``limit``.
+
+        Each agent is stepped as `step_ready` steps it (the same order, effects, counts
+        and failures): a positive ``Sleep`` is handled here, anything else by
+        `take_action`, the end of a behaviour by ``end_turn``. The run stops after the
+        first tick in which anything else happened (an agent did something but sleep,
+        ended or failed), and when an input arrives, a timer or a Ctrl-C is pending,
+        something starts watching, or a host system is added: the caller then ends that
+        tick as it ends any. A live sleep entry's turn is SLEEPING with nothing to send
+        (see `WorldState.sleep_buckets`), so each is sent None.
+
+        Returns the ticks run after the first and the time now.
+        """
+        state = self._state
+        set_clock = self.clock.set  # type: ignore[attr-defined]  # a ManualClock here
+        heap, buckets = state.sleepers, state.sleep_buckets
+        pop, push = heapq.heappop, heapq.heappush
+        held, dirty, next_ready = state.held, state.dirty, state.ready
+        arrived, timer_heap = self._inbox._arrived, self._timers._heap
+        observers, systems = self._observers, self._host.systems
+        paused, sleep = StatusKind.PAUSED, Sleep
+        inf = math.inf
+        seq = state.sleep_seq
+        tick = state.tick
+        more = 0
+        while True:  # one wake-up tick at `now`, numbered `tick`
+            stepped = 0
+            plain = True  # only positive sleeps so far (state.* below are this tick's)
+            for entry, rec in buckets.pop(pop(heap)):
+                if rec.sleep_seq != entry:
+                    continue  # a stale entry: the sleep was abandoned
+                if rec.status.kind is paused:
+                    held[rec.ordinal] = rec
+                    continue
+                turn = rec.turn
+                dirty[rec.ordinal] = rec
+                stepped += 1
+                try:
+                    try:
+                        action = turn.behavior.send(None)  # type: ignore[union-attr]
+                    except StopIteration as stop:
+                        if plain:
+                            plain = False
+                            state.changed_this_tick = state.stepped = 0
+                        state.sleep_seq = seq
+                        end_turn(state, rec, stop.value)
+                        seq = state.sleep_seq
+                        continue
+                    except BaseException as exc:  # as in step_ready
+                        if plain:
+                            plain = False
+                            state.changed_this_tick = state.stepped = 0
+                        state.sleep_seq = seq
+                        fail(state, rec, exc)
+                        seq = state.sleep_seq
+                        continue
+                    # A positive sleep, compared as step_ready compares it (`<= 0` first,
+                    # so a bad `seconds` fails with the same message).
+                    if action.__class__ is sleep and not (s := action.seconds) <= 0 and s > 0:
+                        deadline = turn.deadline = now + s  # the phase stays SLEEPING
+                        seq += 1
+                        rec.sleep_seq = seq
+                        later = buckets.get(deadline)
+                        if later is None:  # add_sleeper, inlined
+                            buckets[deadline] = [(seq, rec)]
+                            push(heap, deadline)
+                        else:
+                            later.append((seq, rec))
+                    else:
+                        if plain:
+                            plain = False
+                            state.changed_this_tick = state.stepped = 0
+                        state.sleep_seq = seq
+                        take_action(state, rec, action, next_ready)
+                        seq = state.sleep_seq
+                except BaseException as exc:
+                    if plain:
+                        plain = False
+                        state.changed_this_tick = state.stepped = 0
+                    state.sleep_seq = seq
+                    fail(state, rec, exc, "StepBehaviors")
+                    seq = state.sleep_seq
+            state.sleep_seq = seq
+            if not plain:  # the caller ends this tick as it ends any
+                state.stepped += stepped
+                state.changed_this_tick += stepped
+                return more, now
+            # Sleepers alone still: what the next tick is, as `_skip_ahead` would find.
+            stop = (
+                more >= room
+                or arrived
+                or (deferring and flags.pending)
+                or timer_heap
+                or observers
+                or systems
+                or self._probe is not None
+                or self._recorder is not None
+            )
+            if stepped:  # moving: the next tick is at `now`
+                if stop:
+                    state.changed_this_tick = state.stepped = stepped
+                    return more, now
+                more += 1
+                tick += 1
+                state.tick = tick
+                if heap and heap[0] <= now:
+                    continue  # a sleep that rounded to `now`: due in this next tick
+                # ... a quiet tick, counted; then the next deadline's tick, if no stop
+                stop = more >= room
+            state.changed_this_tick = state.stepped = 0
+            if stop:
+                return more, now
+            if heap and (top := buckets[heap[0]][0])[1].sleep_seq == top[0]:
+                deadline = heap[0]
+            else:
+                found = state.next_timer()  # drops stale entries
+                if found is None:
+                    return more, now
+                deadline = found
+            if deadline >= limit or deadline == inf:
+                return more, now
+            if deadline > now:
+                now = state.now = set_clock(deadline)
+            more += 1
+            tick += 1
+            state.tick = tick
+
     def _skip_ahead(self, budget: int) -> tuple[int, bool]:  # noqa: PLR0915 - hot
         """Run the ticks ``run_until_idle`` would run from this fixed point while only
         sleepers and host code move (see the module docstring), at most ``budget`` of them.
@@ -177,6 +315,8 @@ class SkipAhead:
         early = all(gap <= step_gap for gap, _system in host.systems)
         # The stages after the step, for a lean tick that queued work (no host systems).
         past_step = before[before.index(step) + 1 :]
+        abort = self._pipeline[self._stages.index("abort_terminal")]
+        past_abort = before[before.index(abort) + 1 :]
         lockstep = self._lockstep
         inbox, timers, next_timer = self._inbox, self._timers, state.next_timer
         # Read on every skipped tick, so as C-level truthiness rather than through
@@ -184,7 +324,7 @@ class SkipAhead:
         # own deque: only a drain, never run here, moves them on), the timers' heap of
         # (when, seq, fn), and the main thread's Ctrl-C flag.
         arrived, timer_heap, flags = inbox._arrived, timers._heap, sigint.flags()
-        heap, buckets, pop = state.sleepers, state.sleep_buckets, heapq.heappop
+        heap, buckets = state.sleepers, state.sleep_buckets
         finished, keep = state.finished, state.keep_finished
         ran = 0
         moving = False
@@ -232,13 +372,17 @@ class SkipAhead:
                         # only the sleepers due now (the step) and the host systems can.
                         if (
                             state.ready
-                            or state.to_abort
                             or state.to_interrupt
                             or state.to_dispatch
                             or state.prompt_changed
                             or (timer_heap and timer_heap[0][0] <= now)
                         ):
                             kind = _WHOLE
+                        elif state.to_abort:
+                            # Agents that just ended, alone: their abort, and the stages
+                            # after it only if it queued something for them.
+                            due = heap and heap[0] <= now
+                            kind = _WHOLE if systems or due else _ABORT
                         elif not (heap and heap[0] <= now):
                             # Nothing is due: quiet, unless a host system has work (asked
                             # in order: every stage before each one is idle, so each is
@@ -259,9 +403,11 @@ class SkipAhead:
                                             kind = _WHOLE
                                             break
                         if kind is _WAKE:
-                            # Only the sleepers due now can move: the step alone, and the
+                            # Only the sleepers due now can move: their step alone (and
+                            # the wake-ups after it while they only sleep again), and the
                             # stages after it only if it queued something for them.
-                            step_sleepers(state, buckets.pop(pop(heap)))
+                            more, now = self._wake_run(now, end - ran, limit, flags, deferring)
+                            ran += more
                             if state.to_dispatch or state.prompt_changed:
                                 for system in past_step:
                                     system.process(state)
@@ -273,6 +419,25 @@ class SkipAhead:
                                 for system in after:
                                     system.process(state)
                                 errors = host.take_errors()  # a host action's handler ran
+                        elif kind is _ABORT:
+                            abort.process(state)
+                            if (
+                                state.ready
+                                or state.to_interrupt
+                                or state.to_dispatch
+                                or state.prompt_changed
+                                or (heap and heap[0] <= now)
+                            ):
+                                for system in past_abort:
+                                    system.process(state)
+                                sent = bool(state.lane_waiting) or (
+                                    lockstep is not None and lockstep.fresh
+                                )
+                                if sent:
+                                    mirror.process(state)
+                                for system in after:
+                                    system.process(state)
+                                errors = host.take_errors()
                         elif kind is _WHOLE:
                             if timer_heap:
                                 timers.run_due(now)

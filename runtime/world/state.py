@@ -354,7 +354,8 @@ class WorldState:
         # heap item per bucket instead of one per agent with tuple compares on ties.
         # An entry is stale once `rec.sleep_seq != seq` (the sleep was abandoned: the
         # turn ended or resumed, which reset `sleep_seq`, or slept again). Invariant: a
-        # live entry's turn is SLEEPING with no `send_value` (`step_sleepers` relies on it).
+        # live entry's turn is SLEEPING with no `send_value` (the skip's `_wake_run` relies
+        # on it).
         self.sleepers: list[float] = []
         self.sleep_buckets: dict[float, list[tuple[int, AgentRecord]]] = {}
         self.sleep_seq = 0

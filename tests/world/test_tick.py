@@ -211,6 +211,32 @@ def test_the_fast_path_gives_what_the_pipeline_gives(
     assert fast == whole
 
 
+# Mostly sleeps (ties, distinct times, sleeps that round to no time at all), now and then
+# something else: the skip's run of wake-ups goes on while agents only sleep, and must
+# stop where one does anything else, in the middle of a deadline's bucket or at its end.
+_SLEEPY = st.lists(
+    st.one_of(
+        st.tuples(st.just("sleep"), st.sampled_from([0.5, 1.0, 1e-300, 0.0])),
+        st.tuples(st.just("sleep"), st.floats(0.001, 3.0)),
+        st.tuples(st.just("sleep"), st.floats(0.001, 3.0)),
+        st.tuples(st.just("sleep"), st.floats(0.001, 3.0)),
+        st.tuples(st.just("raise")),
+        st.tuples(st.just("ask")),
+        st.just(("spawn", [("sleep", 0.75), ("sleep", 1.0)])),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_SLEEPY, min_size=1, max_size=24), st.sampled_from([None, 3]))
+def test_runs_of_wake_ups_give_what_the_pipeline_gives(
+    programs: list[list[tuple[Any, ...]]], keep_finished: int | None
+) -> None:
+    fast = _run(programs, watched=False, keep_finished=keep_finished)
+    assert fast == _run(programs, watched=True, keep_finished=keep_finished)
+
+
 def test_host_systems_timers_and_actions_take_the_fast_path_alike() -> None:
     programs = [
         [("nap", 1.0), ("sleep", 0.5), ("nap", 0.0)],
