@@ -51,6 +51,7 @@ from runtime.world.report import TickReport
 from runtime.world.state import WorldState
 from runtime.world.tick import ESPER_LOCK
 from runtime.world.timers import HostTimers
+from systems.abort_terminal import nothing_to_abort
 from systems.lifecycle import end_turn, fail
 from systems.step_behaviors import take_action
 
@@ -71,6 +72,24 @@ _NOT_NEEDED = {"apply_inputs", "expire_prompts", "collect_outcomes", "mirror_lan
 # What a skipped tick runs: every stage that can have work, the step alone for the due
 # sleepers (`_wake_run`), the abort alone for agents that just ended, or nothing at all.
 _WHOLE, _WAKE, _ABORT, _QUIET = "whole", "wake", "abort", "quiet"
+
+
+def _only_ended(state: WorldState) -> bool:
+    """Whether all a wake-up tick left, beyond sleepers, is agents that ended with nothing
+    to abort: its next tick then only clears the abort queue (`nothing_to_abort`)."""
+    if (
+        state.ready
+        or state.to_dispatch
+        or state.prompt_changed
+        or state.to_interrupt
+        or state.created
+        or state.to_forget
+    ):
+        return False
+    keep = state.keep_finished
+    if keep is not None and len(state.finished) > keep:
+        return False
+    return nothing_to_abort(state.to_abort)
 
 
 class SkipAhead:
@@ -190,7 +209,11 @@ class SkipAhead:
         more = 0
         while True:  # one wake-up tick at `now`, numbered `tick`
             stepped = 0
-            plain = True  # only positive sleeps so far (state.* below are this tick's)
+            # Only positive sleeps so far; once anything else is done (a call-out) the
+            # tick's counts are kept in `state` (reset at the first), and `odd` says
+            # whether it is something other than behaviours ending (the caller's then).
+            plain = True
+            ended = odd = False
             for entry, rec in buckets.pop(pop(heap)):
                 if rec.sleep_seq != entry:
                     continue  # a stale entry: the sleep was abandoned
@@ -210,6 +233,7 @@ class SkipAhead:
                         state.sleep_seq = seq
                         end_turn(state, rec, stop.value)
                         seq = state.sleep_seq
+                        ended = True
                         continue
                     except BaseException as exc:  # as in step_ready
                         if plain:
@@ -218,6 +242,7 @@ class SkipAhead:
                         state.sleep_seq = seq
                         fail(state, rec, exc)
                         seq = state.sleep_seq
+                        odd = True
                         continue
                     # A positive sleep, compared as step_ready compares it (`<= 0` first,
                     # so a bad `seconds` fails with the same message).
@@ -238,6 +263,7 @@ class SkipAhead:
                         state.sleep_seq = seq
                         take_action(state, rec, action, next_ready)
                         seq = state.sleep_seq
+                        odd = True
                 except BaseException as exc:
                     if plain:
                         plain = False
@@ -245,11 +271,17 @@ class SkipAhead:
                     state.sleep_seq = seq
                     fail(state, rec, exc, "StepBehaviors")
                     seq = state.sleep_seq
+                    odd = True
             state.sleep_seq = seq
-            if not plain:  # the caller ends this tick as it ends any
+            if plain:
+                changed = stepped
+            else:
                 state.stepped += stepped
-                state.changed_this_tick += stepped
-                return more, now
+                changed = state.changed_this_tick = state.changed_this_tick + stepped
+                # Behaviours that ended are still sleepers' business when all they left
+                # is an abort with nothing to do (no handle, prompt or child to cancel).
+                if odd or not _only_ended(state):
+                    return more, now  # the caller ends this tick as it ends any
             # Sleepers alone still: what the next tick is, as `_skip_ahead` would find.
             stop = (
                 more >= room
@@ -261,14 +293,16 @@ class SkipAhead:
                 or self._probe is not None
                 or self._recorder is not None
             )
-            if stepped:  # moving: the next tick is at `now`
-                if stop:
-                    state.changed_this_tick = state.stepped = stepped
+            if changed:  # moving: the next tick is at `now`
+                if stop or (ended and heap and heap[0] <= now):
+                    state.changed_this_tick, state.stepped = changed, stepped
                     return more, now
                 more += 1
                 tick += 1
                 state.tick = tick
-                if heap and heap[0] <= now:
+                if ended:  # the next tick's abort: it has nothing to do but forget them
+                    state.to_abort.clear()
+                elif heap and heap[0] <= now:
                     continue  # a sleep that rounded to `now`: due in this next tick
                 # ... a quiet tick, counted; then the next deadline's tick, if no stop
                 stop = more >= room

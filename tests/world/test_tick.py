@@ -502,3 +502,28 @@ def test_the_skip_lets_a_reader_in_between_slices_of_ticks() -> None:
         assert world.result(agent) < 1_000_000  # the reader got in before the end
     finally:
         world.close()
+
+
+def test_an_agent_ending_with_a_prompt_open_has_it_settled_in_a_run_of_wake_ups() -> None:
+    # A host opened a prompt for a sleeping agent (as a tool would): when the agent ends
+    # among sleepers, its abort has work (the prompt), so the run must not forget it.
+    def run(watched: bool) -> tuple[Any, ...]:
+        world = World(clock=ManualClock())
+        try:
+            if watched:
+                world.observe(lambda report, inputs: None)
+            asked = world.spawn(_sleeper, [1.0, 0.5])
+            others = [world.spawn(_sleeper, [0.25 * n, 0.3, 0.7]) for n in range(1, 4)]
+            world.tick()
+            world.hub.open(asked, InteractionRequest.free_text("q", "still there?"))
+            world.tick()  # the prompt is on the record now
+            ticks = world.run_until_idle(max_ticks=1_000)
+            kinds = [world.status(agent).kind for agent in [asked, *others]]
+            return ticks, world.tick_count, world.now, kinds, world.hub.pending(), world.digest()
+        finally:
+            world.close()
+
+    fast = run(watched=False)
+    assert fast == run(watched=True)
+    assert fast[4] == []  # settled when the agent ended
+    assert fast[3] == [StatusKind.COMPLETE] * 4
