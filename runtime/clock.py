@@ -61,7 +61,10 @@ class ManualClock:
         if not math.isfinite(start):
             raise ValueError(f"`start` must be a finite number, got {start}")
         self._now = float(start)
-        self._lock = threading.Lock()
+        # Reentrant: a world skipping ahead (`runtime.world.skip`) holds it for a slice of
+        # ticks and writes `_now` itself (a finite float, never earlier), so that code it
+        # runs in between may still call `set` or `advance`.
+        self._lock = threading.RLock()
 
     @property
     def virtual(self) -> bool:
