@@ -209,11 +209,11 @@ class SkipAhead:
         tick = state.tick
         more = 0
         while True:  # one wake-up tick at `now`, numbered `tick`
+            # The tick's counts are 0 in `state` (each tick begins so): a positive sleep
+            # counts in `stepped` alone, a call-out (`end_turn`, `fail`, `take_action`)
+            # adds its own changes there. `odd`: one did something other than end a
+            # behaviour, so the caller ends the tick.
             stepped = 0
-            # Only positive sleeps so far; once anything else is done (a call-out) the
-            # tick's counts are kept in `state` (reset at the first), and `odd` says
-            # whether it is something other than behaviours ending (the caller's then).
-            plain = True
             ended = odd = False
             for entry, rec in buckets.pop(pop(heap)):
                 if rec.sleep_seq != entry:
@@ -228,18 +228,12 @@ class SkipAhead:
                     try:
                         action = turn.behavior.send(None)  # type: ignore[union-attr]
                     except StopIteration as stop:
-                        if plain:
-                            plain = False
-                            state.changed_this_tick = state.stepped = 0
                         state.sleep_seq = seq
                         end_turn(state, rec, stop.value)
                         seq = state.sleep_seq
                         ended = True
                         continue
                     except BaseException as exc:  # as in step_ready
-                        if plain:
-                            plain = False
-                            state.changed_this_tick = state.stepped = 0
                         state.sleep_seq = seq
                         fail(state, rec, exc)
                         seq = state.sleep_seq
@@ -258,23 +252,17 @@ class SkipAhead:
                         else:
                             later.append((seq, rec))
                     else:
-                        if plain:
-                            plain = False
-                            state.changed_this_tick = state.stepped = 0
                         state.sleep_seq = seq
                         take_action(state, rec, action, next_ready)
                         seq = state.sleep_seq
                         odd = True
                 except BaseException as exc:
-                    if plain:
-                        plain = False
-                        state.changed_this_tick = state.stepped = 0
                     state.sleep_seq = seq
                     fail(state, rec, exc, "StepBehaviors")
                     seq = state.sleep_seq
                     odd = True
             state.sleep_seq = seq
-            if plain:
+            if not (ended or odd):
                 changed = stepped
             else:
                 state.stepped += stepped
