@@ -5,23 +5,11 @@ from __future__ import annotations
 import esper
 
 from components import StatusKind
-from runtime.world.state import AgentRecord, WorldState
+from runtime.world.state import WorldState
 
 from .lifecycle import finish
 
-__all__ = ["AbortTerminalWork", "nothing_to_abort"]
-
-
-def nothing_to_abort(queue: list[AgentRecord]) -> bool:
-    """Whether `AbortTerminalWork` would do nothing for ``queue`` but clear it: no agent in
-    it has an interrupt handle to fire, a prompt open or children to cancel."""
-    cancelled = StatusKind.CANCELLED
-    for rec in queue:
-        if rec.handle is not None or rec.prompts:
-            return False
-        if rec.children and rec.status.kind is cancelled:
-            return False
-    return True
+__all__ = ["AbortTerminalWork"]
 
 
 class AbortTerminalWork(esper.Processor):

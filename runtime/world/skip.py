@@ -51,8 +51,7 @@ from runtime.world.report import TickReport
 from runtime.world.state import WorldState
 from runtime.world.tick import ESPER_LOCK
 from runtime.world.timers import HostTimers
-from systems.abort_terminal import nothing_to_abort
-from systems.lifecycle import end_turn, fail
+from systems.lifecycle import end_turn, fail, nothing_to_abort
 from systems.step_behaviors import take_action
 
 __all__ = ["SKIP_SLICE", "YIELD_AFTER", "SkipAhead"]

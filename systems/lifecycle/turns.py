@@ -258,6 +258,19 @@ def finish(
         check_join(state, parent)
 
 
+def nothing_to_abort(queue: list[AgentRecord]) -> bool:
+    """Whether `AbortTerminalWork` would do nothing for ``queue`` (what `finish` queued) but
+    clear it: no agent in it has an interrupt handle to fire, a prompt open or children to
+    cancel. Kept beside `finish`: what it checks is what that system acts on."""
+    cancelled = StatusKind.CANCELLED
+    for rec in queue:
+        if rec.handle is not None or rec.prompts:
+            return False
+        if rec.children and rec.status.kind is cancelled:
+            return False
+    return True
+
+
 def _queue_release(state: WorldState, rec: AgentRecord) -> None:
     """Queue ``rec`` for release once its parent has finished too, and its finished
     children with it (they waited for this parent: a live parent may still Join them)."""
