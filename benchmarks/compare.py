@@ -37,10 +37,17 @@ def run_tree(tree: Path, names: Sequence[str], quick: bool) -> list[dict[str, ob
             cmd.append("--quick")
         cmd.append("--no-progress")
         env = dict(os.environ)
-        # The tree first: its runtime/systems/components shadow the installed ones; the
-        # harness itself comes from this checkout.
-        env["PYTHONPATH"] = os.pathsep.join([str(tree), str(HARNESS_ROOT)])
-        subprocess.run(cmd, cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL)
+        # The tree's runtime/systems/components shadow the installed ones; the harness
+        # itself comes from this checkout even when the tree has a benchmarks/ of its own
+        # (a checkout of main does: run from the tree, with the tree first on the path, its
+        # older harness ran, and two trees were measured by two methods).
+        path = Path(tmp) / "path"
+        path.mkdir()
+        for name in ("runtime", "systems", "components"):
+            (path / name).symlink_to(tree / name, target_is_directory=True)
+        (path / "benchmarks").symlink_to(HARNESS_ROOT / "benchmarks", target_is_directory=True)
+        env["PYTHONPATH"] = str(path)
+        subprocess.run(cmd, cwd=path, env=env, check=True, stdout=subprocess.DEVNULL)
         data: list[dict[str, object]] = json.loads(out.read_text())
     for row in data:
         run = row.get("run")

@@ -127,10 +127,9 @@ def replay(
     started = time.monotonic()
     with JournalReader(path) as reader:
         header = reader.header
-        total = reader.tick_count()
-        if until_tick is not None:
-            total = min(total, until_tick)
         recorded = list(reader.ticks(until_tick, states=False))
+        # Every tick was read when no bound was given: no second count of them.
+        total = len(recorded) if until_tick is None else min(reader.tick_count(), until_tick)
     with _importable(import_path):
         effects = ReplayEffects(frozenset(header.get("approval_required", ())))
         world = rebuild(header, effects, behaviors=behaviors or {}, setup=setup)

@@ -36,7 +36,7 @@ from runtime._version import __version__
 from runtime.lane.jobs import ToolOutcome
 from runtime.world.actions import Action, Ask, CallTools, Think
 from runtime.world.inputs import EffectFailed
-from runtime.world.report import TickReport
+from runtime.world.probe import ignore_ticks
 from runtime.world.state import AgentRecord, PendingBatch
 
 __all__ = ["PROMPT", "THINK", "TOOL", "TURN", "Tracing"]
@@ -158,8 +158,7 @@ class Tracing:
         except Exception:
             self._log()
 
-    def ticked(self, report: TickReport, seconds: float) -> None:
-        pass
+    ticked = ignore_ticks  # spans need no tick durations: the tick skips the call
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from components import Entry
@@ -37,9 +39,9 @@ def canonical(value: Any) -> str:
     return anything, and a digest must not fail the tick).
     """
     try:
-        return _CANONICAL.encode(value)
+        return "".join(_encode(value, 0))
     except (ValueError, RecursionError):
-        return _CANONICAL.encode(_encodable(value, 0))
+        return "".join(_encode(_encodable(value, 0), 0))
 
 
 def _encodable(value: Any, depth: int) -> Any:
@@ -81,10 +83,31 @@ _CANONICAL = json.JSONEncoder(
 )
 
 
+def _encode_python(value: Any, _indent_level: int) -> list[str]:
+    return [_CANONICAL.encode(value)]
+
+
+# The C encoder `_CANONICAL.encode` builds on every call, built once with its very
+# arguments (3.11's `JSONEncoder.iterencode`), less its circular-reference check: a cycle
+# then raises RecursionError rather than ValueError, which `canonical` meets alike. It
+# saves a third of a small encode (an agent's fields, a history entry), twice per agent
+# per tick of a digest. Python without the C accelerator uses the encoder itself.
+_encode: Callable[[Any, int], Sequence[str]] = (
+    _encode_python
+    if c_make_encoder is None
+    else c_make_encoder(None, _fallback, encode_basestring, None, ":", ",", True, False, True)
+)
+
+
 def chain_history(previous: bytes, entry: Entry) -> bytes:
     """The history hash after ``entry`` is appended to a history hashed ``previous``."""
     h = hashlib.blake2b(previous, digest_size=16)
-    h.update(canonical([entry.role, entry.content]).encode())
+    role, content = entry.role, entry.content
+    if type(role) is str and type(content) is str:  # canonical([role, content]), inlined
+        text = "[" + encode_basestring(role) + "," + encode_basestring(content) + "]"
+    else:
+        text = canonical([role, content])
+    h.update(text.encode())
     return h.digest()
 
 

@@ -16,7 +16,7 @@ from runtime.lane.tool_lane import ToolLane
 from runtime.models.streaming import StreamHook, StreamHub
 from runtime.models.usage import Usage, UsageMeter
 from runtime.world.metrics import MetricsRecorder, WorldMetrics
-from runtime.world.probe import Probe, ProbeFanout
+from runtime.world.probe import Probe, fanout, ignores_ticks
 from runtime.world.report import TickReport
 from runtime.world.state import WorldState
 
@@ -37,6 +37,7 @@ class Observing:
     _input_observers: list[Callable[[TickReport, list[tuple[int, object]]], object]]
     _probes: list[Probe]
     _probe: Probe | None
+    _tick_probe: Probe | None  # those of `_probes` that want `ticked` (see `_set_probe`)
     _recorder: MetricsRecorder | None
 
     def counts(self) -> dict[StatusKind, int]:
@@ -100,9 +101,8 @@ class Observing:
 
     def _set_probe(self) -> None:
         probes = self._probes
-        self._probe = (
-            None if not probes else probes[0] if len(probes) == 1 else ProbeFanout(tuple(probes))
-        )
+        self._probe = fanout(probes)
+        self._tick_probe = fanout([p for p in probes if not ignores_ticks(p)])
 
     def record_metrics(self) -> None:
         """Start filling the histograms and token counts of ``metrics()`` (idempotent).

@@ -25,7 +25,7 @@ from runtime.world.effects import LiveEffects
 from runtime.world.host import HostECS
 from runtime.world.inputs import COMMANDS, Inbox
 from runtime.world.lockstep import Lockstep
-from runtime.world.metrics import MetricsRecorder
+from runtime.world.metrics import QUICK_TICK, MetricsRecorder
 from runtime.world.probe import Probe
 from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
@@ -71,6 +71,7 @@ class TickMachine:
     _observers: list[Callable[[TickReport, list[tuple[int, object]]], object]]
     _input_observers: list[Callable[[TickReport, list[tuple[int, object]]], object]]
     _probe: Probe | None
+    _tick_probe: Probe | None = None  # the probes that want `ticked` (`_set_probe`)
     _recorder: MetricsRecorder | None
     _journal: Recorder | None
     _track_digests: bool
@@ -150,7 +151,7 @@ class TickMachine:
                 if previous != self._name:
                     esper.switch_world(previous)
 
-    def _tick_body(
+    def _tick_body(  # noqa: PLR0915 - hot: the tick, inlined
         self,
         inputs: list[tuple[int, object]],
         now: float | None,
@@ -161,8 +162,10 @@ class TickMachine:
         live = self._live
         probe = state.probe = self._probe if live else None
         recorder = self._recorder if live else None
-        watched = probe is not None or recorder is not None
-        started = perf_counter() if watched else 0.0
+        # The tick's duration, for the metrics and the probes that want it (not tracing's).
+        ticking = self._tick_probe if live else None
+        timed = recorder is not None or ticking is not None
+        started = perf_counter() if timed else 0.0
         state.tick += 1
         state.now = self.clock.now() if now is None else now
         if self._timers:
@@ -170,15 +173,14 @@ class TickMachine:
         state.inputs = inputs
         state.changed_this_tick = len(inputs)
         state.stepped = 0
-        if inputs and watched:
+        if inputs:
             if recorder is not None:
                 recorder.applied(inputs)
             if probe is not None:
                 probe.applied(inputs)
         # Write-ahead: a journaled tick's lane jobs start once the tick is committed,
         # so no job runs whose dispatch a resume would not find (LiveEffects.hold).
-        effects = state.effects
-        holding = effects if self._journal is not None else None
+        holding = state.effects if self._journal is not None else None
         if not isinstance(holding, LiveEffects):
             holding = None
         if holding is not None:
@@ -205,12 +207,16 @@ class TickMachine:
             digest,
             self._host.take_errors() if self._host.errors else (),
         )
-        if watched:
+        if timed:
             seconds = perf_counter() - started
-            if recorder is not None:
-                recorder.ticked(seconds)
-            if probe is not None:
-                probe.ticked(report, seconds)
+            if recorder is not None:  # `MetricsRecorder.ticked`, inlined: every tick
+                if seconds <= QUICK_TICK:
+                    recorder.quick_ticks += 1
+                    recorder.quick_seconds += seconds
+                else:
+                    recorder.tick_seconds.observe(seconds)
+            if ticking is not None:
+                ticking.ticked(report, seconds)
         observers = self._observers
         if inputs and self._input_observers:
             observers = observers + self._input_observers

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from runtime import (
     Ask,
     BehaviorNotFound,
+    CallTools,
     InteractionRequest,
     InteractionResponse,
     Journal,
@@ -30,6 +31,8 @@ from runtime import (
     Sleep,
     StatusKind,
     Think,
+    ToolCall,
+    ToolRegistry,
     World,
 )
 from runtime.journal import JournalReader, replay
@@ -388,3 +391,29 @@ def test_a_model_reply_survives_the_journal(tmp_path):
     world.close()
     assert world.result(agent) == ["use", {"a": [1, 2]}]
     assert replay(path, behaviors={world.behaviors.name_of(thinker): thinker}).ticks > 0
+
+
+def order_reader(turn):
+    # Reads the key order of its message and of a tool's output, as an f-string or a loop
+    # over items does: a replay must hand back the same order the live run saw.
+    results = yield CallTools(ToolCall("c1", "unordered", {}))
+    output = results[0].output
+    yield Sleep(len(f"{turn.message}{list(output)}") / 1000)
+    return [list(turn.message), list(output)]
+
+
+def test_a_replay_gives_a_behaviour_its_inputs_keys_in_the_order_it_saw_them(tmp_path):
+    tools = ToolRegistry()
+
+    @tools.tool()
+    def unordered(args, ctx):
+        return {"zeta": 1, "alpha": {"y": 2, "b": 3}, "mid": 4}
+
+    path = tmp_path / "run.db"
+    world = World(seed=1, clock=ManualClock(), tools=tools, journal=Journal.create(path))
+    agent = world.spawn(order_reader, {"z": 1, "a": 2, "m": {"q": 1, "c": 2}})
+    world.run_until_idle(timeout=10)
+    world.close()
+    assert world.result(agent) == [["z", "a", "m"], ["zeta", "alpha", "mid"]]
+    report = replay(path)  # a journal that sorted keys diverged here: the sleep differed
+    assert report.ticks == world.tick_count

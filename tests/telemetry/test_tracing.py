@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+import runtime.world.tick as tick_module
 from runtime import (
     Ask,
     AskUserTool,
@@ -442,3 +443,23 @@ def test_a_world_made_after_the_host_set_a_tracer_provider_emits_spans_unasked(s
     # With the host's provider set: one turn and one think span, however often instrumented;
     # without it, the explicit instrument() traces to the no-op global provider.
     assert spans == ("['tickwork.think', 'tickwork.turn']" if set_provider else "[]")
+
+
+def test_tracing_alone_reads_no_clock_for_tick_durations(make_world, spans, monkeypatch):
+    # Spans need no tick durations: a world traced without metrics times no tick.
+    provider, _exporter = spans
+    reads: list[None] = []
+
+    def counting_timer() -> float:
+        reads.append(None)
+        return 0.0
+
+    world = make_world(interaction_timeout_secs=0)
+    instrument(world, metrics=False, tracer_provider=provider)
+    world.spawn(waits_for_a_person)
+    monkeypatch.setattr(tick_module, "perf_counter", counting_timer)
+    for _ in range(3):
+        world.tick()
+    assert reads == []
+    assert world.hub.pending()  # the turn ran and its prompt is open: the probe saw it
+    assert world.probes()[0].open_spans() == 2  # type: ignore[attr-defined]

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import InteractionResponse, ManualClock, ToolOutcome, ToolRegistry, ToolResult, World
+from runtime import (
+    Entry,
+    InteractionResponse,
+    ManualClock,
+    StatusKind,
+    ToolOutcome,
+    ToolRegistry,
+    ToolResult,
+    World,
+)
+from runtime.world import digest
 from runtime.world.digest import canonical
 from tests import journal_behaviors as jb
 
@@ -95,6 +106,76 @@ def test_the_digest_does_not_depend_on_the_order_agents_changed_in():
 def test_canonical_encoding_is_stable_for_nested_values():
     value = {"b": [1, 2.5, None], "a": {"y": True, "x": "é"}}
     assert canonical(value) == '{"a":{"x":"é","y":true},"b":[1,2.5,null]}'
+
+
+def _canonical_as_it_was(value):
+    # `canonical` before issue 20's encoder, built once, and chain_history's inlined pair.
+    try:
+        return digest._CANONICAL.encode(value)
+    except (ValueError, RecursionError):
+        return digest._CANONICAL.encode(digest._encodable(value, 0))
+
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text()
+    | st.integers(4300, 4400).map(lambda digits: -(10**digits))  # past str()'s limit
+    | st.sampled_from([StatusKind.WAITING, ToolResult("c", "out")])
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_values)
+def test_canonical_text_is_what_the_json_encoder_wrote(value):
+    # Journals recorded before keep replaying only if every state encodes as it did (or
+    # fails as it did: an integer past 4,300 digits inside a dataclass raises in both).
+    assert _outcome(canonical, value) == _outcome(_canonical_as_it_was, value)
+
+
+def _outcome(encode, value):
+    try:
+        return encode(value)
+    except ValueError as exc:
+        return type(exc)
+
+
+def test_canonical_of_a_cycle_or_deep_nesting_is_the_fallbacks():
+    cycle: list[object] = [1]
+    cycle.append(cycle)
+    deep: list[object] = []
+    for _ in range(5000):
+        deep = [deep]
+    for value in (cycle, deep, {"k": cycle}):
+        assert canonical(value) == _canonical_as_it_was(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(role=st.text() | st.sampled_from(["user", "tool"]), content=st.text())
+def test_a_history_entry_hashes_as_its_canonical_pair_did(role, content):
+    entry = Entry(role, content)
+    try:
+        want = hashlib.blake2b(bytes(16), digest_size=16)
+        want.update(_canonical_as_it_was([role, content]).encode())
+        expected: object = want.digest()
+    except UnicodeEncodeError as exc:  # a lone surrogate: it never hashed
+        expected = type(exc)
+    try:
+        got: object = digest.chain_history(bytes(16), entry)
+    except UnicodeEncodeError as exc:
+        got = type(exc)
+    assert got == expected
 
 
 def test_a_late_outcome_for_an_abandoned_batch_is_dropped_as_stale():

@@ -1,0 +1,38 @@
+"""Journals recorded by an older tickwork replay with today's: ``fixtures/*.db``.
+
+Each fixture is the run in `tests.journal.fixture_run`, recorded by the tickwork of the
+commit its name gives and committed as it was written. A replay recomputes every tick's
+digest with today's code and compares it with the recorded one, so this fails when a change
+alters what a tick records or how a state is digested without versioning the journal.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from runtime.journal import JournalReader, replay
+
+FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.db"))
+
+
+def test_there_are_fixtures():
+    assert FIXTURES, "tests/journal/fixtures holds no journal"
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
+def test_a_journal_recorded_by_an_older_tickwork_replays_tick_for_tick(fixture, tmp_path):
+    path = tmp_path / fixture.name
+    shutil.copyfile(fixture, path)  # read where nothing else is: the fixture stays as it was
+    with JournalReader(path) as reader:
+        recorded = reader.tick_count()
+        kinds = {
+            type(item).__name__ for tick in reader.ticks(states=False) for _, item in tick.inputs
+        }
+    report = replay(path)
+    assert report.ticks == report.recorded_ticks == recorded > 0
+    assert report.agents >= 4
+    # The run is the one `fixture_run` describes: every kind of input it makes is there.
+    assert kinds >= {"SpawnAgent", "ToolOutcome", "PromptOpened", "PromptSettled", "SendMessage"}
