@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -336,7 +337,10 @@ class WorldState:
         self.behaviors = behaviors
         self.tick = 0
         self.now = now
+        # Changed only under `ids_lock` (adding and dropping records), so that other
+        # threads may read which ids exist under that lock without the tick's.
         self.records: dict[str, AgentRecord] = {}
+        self.ids_lock = threading.Lock()
         self.created: list[str] = []  # agents created since the world last looked
         self.next_ordinal = 0
         # This tick's inputs, in sequence order; outcomes are set aside for CollectOutcomes.

@@ -90,7 +90,8 @@ def create_agent(
     # second int per agent cost 32 B).
     rec = AgentRecord(entity, entity, agent, spec, status, turn, history, fn)
     state.next_ordinal += 1
-    state.records[agent_id] = rec
+    with state.ids_lock:  # other threads read the ids under it (World.agents)
+        state.records[agent_id] = rec
     if components:
         state.host.attach(entity, esper._entities[entity], rec)
     state.created.append(agent_id)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from runtime import Ask, InteractionRequest, ManualClock, StatusKind, World
+import pytest
+
+from runtime import Ask, ConfigError, InteractionRequest, ManualClock, StatusKind, World
 from runtime.world.actions import HistoryView, Turn
 
 
@@ -74,3 +76,25 @@ def test_a_turn_made_without_a_record_keeps_its_id_and_the_history_it_was_given(
     bare = Turn("a8", None, None, 1, None)  # type: ignore[arg-type]
     assert list(bare.history) == []
     assert repr(bare) == "Turn(agent_id='a8', generation=1)"
+
+
+def test_an_agents_id_is_kept_once_by_its_record_and_stays_taken_and_listed_in_spawn_order():
+    world = World(clock=ManualClock())
+    try:
+        first = world.spawn(_asker)
+        chosen = world.spawn(_asker, agent_id="mine")
+        assert list(world.agents()) == [first, chosen]  # pending: known from the call
+        world.tick()
+        assert world._pending_ids == {}  # created: the records' keys hold the ids alone
+        third = world.spawn(_asker)
+        assert list(world.agents()) == [first, chosen, third]
+        for taken in (first, chosen, third):
+            with pytest.raises(ConfigError, match="already taken"):
+                world.spawn(_asker, agent_id=taken)
+        world.tick()
+        assert list(world.agents()) == [first, chosen, third] and world._pending_ids == {}
+        assert world.spawn(_asker, agent_id="a3") == "a3"
+        world.tick()  # created: taken through its record alone
+        assert world.spawn(_asker) == "a4"  # the minted id skips the one chosen by hand
+    finally:
+        world.close()
