@@ -88,7 +88,7 @@ def create_agent(
     # The entity id is the ordinal: esper hands them out in creation order and never
     # again, so it orders agents as a spawn counter would, and one int serves both (a
     # second int per agent cost 32 B).
-    rec = AgentRecord(entity, entity, agent, spec, status, turn, history, fn)
+    rec = AgentRecord(entity, esper._entities[entity], fn)
     state.next_ordinal += 1
     with state.ids_lock:  # other threads read the ids under it (World.agents)
         state.records[agent_id] = rec

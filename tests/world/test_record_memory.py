@@ -98,3 +98,43 @@ def test_an_agents_id_is_kept_once_by_its_record_and_stays_taken_and_listed_in_s
         assert world.spawn(_asker) == "a4"  # the minted id skips the one chosen by hand
     finally:
         world.close()
+
+
+def test_the_pending_ids_let_their_grown_table_go_once_every_spawn_is_created():
+    import sys
+
+    world = World(clock=ManualClock())
+    try:
+        for _ in range(2_000):
+            world.spawn(_asker)
+        assert sys.getsizeof(world._pending_ids) > 50 * sys.getsizeof({})
+        world.tick()
+        assert world._pending_ids == {}
+        assert sys.getsizeof(world._pending_ids) == sys.getsizeof({})
+        assert len(list(world.agents())) == 2_000
+    finally:
+        world.close()
+
+
+def test_a_record_reads_its_rarely_used_components_from_the_entity_and_digests_on_demand():
+    import esper
+
+    from components import Agent, AgentSpec, History
+
+    world = World(clock=ManualClock())
+    try:
+        agent = world.spawn(_asker, name="n")
+        world.run_until_idle(skip_time=False)
+        rec = world._state.records[agent]
+        with world._in_esper():
+            assert rec.agent is esper.component_for_entity(rec.entity, Agent)
+            assert rec.spec is esper.component_for_entity(rec.entity, AgentSpec)
+            assert rec.history is esper.component_for_entity(rec.entity, History)
+        assert (rec.agent.name, rec.spec.interactive) == ("n", False)
+        assert rec._digested is None  # no digest taken: no digest state
+        assert (rec.digest, rec.hist_hash, rec.hist_hashed) == (0, b"", 0)
+        first = world.digest()
+        assert rec._digested is not None and rec.digest != 0 and rec.hist_hashed == 1
+        assert world.digest() == first
+    finally:
+        world.close()
