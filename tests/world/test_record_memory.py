@@ -7,8 +7,9 @@ from collections import deque
 
 import pytest
 
-from runtime import Ask, ConfigError, InteractionRequest, ManualClock, StatusKind, World
+from runtime import Ask, ConfigError, InteractionRequest, ManualClock, Sleep, StatusKind, World
 from runtime.world.actions import HistoryView, Turn
+from systems.lifecycle.history import add_history
 
 
 def _asker(turn):
@@ -136,5 +137,34 @@ def test_a_record_reads_its_rarely_used_components_from_the_entity_and_digests_o
         first = world.digest()
         assert rec._digested is not None and rec.digest != 0 and rec.hist_hashed == 1
         assert world.digest() == first
+    finally:
+        world.close()
+
+
+def test_a_short_history_is_sized_to_fit_and_stays_the_same_list_as_it_grows():
+    import sys
+
+    from runtime.world.actions import HistoryView
+
+    def talker(turn):
+        for _ in range(6):
+            yield Sleep(1)
+
+    world = World(clock=ManualClock())
+    try:
+        agent = world.spawn(talker, "hi")
+        world.tick()
+        rec = world._state.records[agent]
+        entries = rec.history.entries
+        view = HistoryView(entries)
+        assert len(entries) == 1 and sys.getsizeof(entries) == sys.getsizeof([None, None])
+        for n in range(2, 8):
+            add_history(world._state, rec, "user", f"m{n}")
+            assert rec.history.entries is entries and len(view) == n
+            grown: list[object] = []
+            for _ in range(n):
+                grown.append(None)
+            assert sys.getsizeof(entries) <= sys.getsizeof(grown)  # never more than before
+        assert [e.content for e in view] == ["hi"] + [f"m{n}" for n in range(2, 8)]
     finally:
         world.close()
