@@ -287,7 +287,9 @@ class AgentAPI:
     # -- helpers -------------------------------------------------------------------------
 
     def _checked(self, agent_id: str) -> str:
-        if agent_id not in self._state.records and agent_id not in self._pending_ids:
+        # Without the ids lock, so pending first: an id leaves it only once its record is
+        # made, so one that is not pending yet known is found among the records after.
+        if agent_id not in self._pending_ids and agent_id not in self._state.records:
             raise UnknownAgentError(f"unknown agent {agent_id!r}")
         return agent_id
 
