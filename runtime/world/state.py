@@ -142,8 +142,9 @@ class AgentRecord:
         """
         self.ordinal = ordinal
         # `agent`, `spec` and `history` are read from here: three references fewer in
-        # every record (24 B an agent), for a dict lookup where they are read (never in a
-        # step). Agent components are never replaced on their entity, so this holds.
+        # every record (16 B an agent net), for a dict lookup where they are read (a turn's
+        # end, a history entry, a digest; never a step). Agent components are never
+        # replaced on their entity, so the dict always holds the record's own.
         self._comps = comps
         self.id = comps[Agent].id
         self.status: Status = comps[Status]
