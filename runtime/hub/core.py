@@ -46,8 +46,8 @@ _log = logging.getLogger("runtime.hub")
 _RECENT_SETTLEMENTS = 10_000
 
 # An emptied dict keeps the table it grew to (~38 B an entry it ever held): once the open
-# set empties after this many opens, `_open` and `_by_agent` let theirs go (a world that
-# once waited on 100k prompts kept ~77 B an agent after they all settled).
+# set empties after this many opens, `_open` lets its table go (a world that once waited on
+# 100k prompts kept ~77 B an agent after they all settled, with the per-agent index).
 _SHRINK_AFTER_OPENS = 1_000
 
 
@@ -92,13 +92,15 @@ class HubCore:
         # nested events still come out in the order the changes happened.
         self._lock = threading.RLock()
         # Invariant: `_open` holds exactly the open requests, in opening order, each as the
-        # event that opened it; `_by_agent[a]` holds exactly the ids in `_open` whose agent
-        # is `a`: the id itself while there is one, a dict of them (in opening order) while
-        # there are two or more, no entry at all while there is none (a dict per agent cost
-        # ~180 B of a waiting agent's memory); `_waiters` holds the open requests an `ask`
-        # waits on.
+        # event that opened it; `_waiters` holds the open requests an `ask` waits on.
+        # `_by_agent`, the per-agent index, is None until `cancel_for_agent` first needs it
+        # and again once the open set empties (a world waiting on 100k prompts that nobody
+        # cancels by agent paid ~38 B an agent for it); while it is a dict, `_by_agent[a]`
+        # holds exactly the ids in `_open` whose agent is `a`: the id itself while there is
+        # one, a dict of them (in opening order) while there are two or more, no entry at
+        # all while there is none (a dict per agent cost ~180 B of a waiting agent).
         self._open: dict[str, PromptOpened] = {}
-        self._by_agent: dict[str, str | dict[str, None]] = {}
+        self._by_agent: dict[str, str | dict[str, None]] | None = None
         self._waiters: dict[str, _Waiter] = {}
         self._deadlines = DeadlineHeap(self._open)
         # The latest settlements, newest generation first (see `_RECENT_SETTLEMENTS`).
@@ -106,6 +108,9 @@ class HubCore:
         self._older: dict[str, PromptSettled] = {}
         self._minted = 0
         self._opened = 0
+        # The latest opening's time and deadline, shared by the next one if it is the same.
+        self._last_opened_at = math.nan  # equal to no time: the first opening computes
+        self._last_secs = self._last_deadline = math.nan
         self._opened_when_emptied = 0  # `_opened` when the open set last let its table go
         # One counter per Settlement; plain ints, since a dict keyed by an Enum member
         # hashes it through a Python-level `__hash__` on every settlement.
@@ -212,17 +217,24 @@ class HubCore:
             # The event that reports the opening is also the open set's entry: one object
             # per prompt, handed to the listener as it is.
             if secs > 0:
-                opened = build_prompt_opened(agent_id, request, now, now + secs)
+                # Prompts opened at one instant with one timeout share one deadline float
+                # (24 B each: a virtual-time world opens a tick's prompts at one `now`).
+                deadline = self._last_deadline
+                if now != self._last_opened_at or secs != self._last_secs:
+                    deadline = self._last_deadline = now + secs
+                    self._last_opened_at, self._last_secs = now, secs
+                opened = build_prompt_opened(agent_id, request, now, deadline)
                 self._deadlines.push(opened)
             else:
                 opened = build_prompt_opened(agent_id, request, now, None)
             open_[request_id] = opened
             self._opened += 1
             by_agent = self._by_agent
-            if agent_id in by_agent:
-                self._index(agent_id, request_id)
-            else:  # the common case, spelled out: the agent's only open request
-                by_agent[agent_id] = request_id
+            if by_agent is not None:
+                if agent_id in by_agent:
+                    self._index(agent_id, request_id)
+                else:  # the common case, spelled out: the agent's only open request
+                    by_agent[agent_id] = request_id
             if waiter is not None:
                 self._waiters[request_id] = waiter
             listener = self._listener
@@ -234,8 +246,11 @@ class HubCore:
             return opened
 
     def _index(self, agent_id: str, request_id: str) -> None:
-        """Add ``request_id`` to ``agent_id``'s open ids (see the invariant); under the lock."""
+        """Add ``request_id`` to ``agent_id``'s open ids (see the invariant), if the index is
+        kept; under the lock."""
         by_agent = self._by_agent
+        if by_agent is None:
+            return
         ids = by_agent.get(agent_id)
         if ids is None:
             by_agent[agent_id] = request_id
@@ -245,8 +260,16 @@ class HubCore:
             ids[request_id] = None
 
     def _ids_of(self, agent_id: str) -> list[str]:
-        """The open ids of ``agent_id``, in opening order; under the lock."""
-        ids = self._by_agent.get(agent_id)
+        """The open ids of ``agent_id``, in opening order (the index is built if it is not
+        kept: O(open requests) once, then kept current); under the lock."""
+        by_agent = self._by_agent
+        if by_agent is None:
+            if not self._open:
+                return []
+            by_agent = self._by_agent = {}
+            for opened in self._open.values():  # opening order, as the invariant wants
+                self._index(opened.agent_id, opened.request.id)
+        ids = by_agent.get(agent_id)
         if ids is None:
             return []
         if isinstance(ids, str):
@@ -278,17 +301,19 @@ class HubCore:
         del open_[request_id]
         agent_id = opened.agent_id
         by_agent = self._by_agent
-        ids = by_agent[agent_id]
-        if isinstance(ids, str):
-            del by_agent[agent_id]
-        else:
-            del ids[request_id]
-            if len(ids) == 1:
-                by_agent[agent_id] = next(iter(ids))
-        if not open_ and self._opened - self._opened_when_emptied > _SHRINK_AFTER_OPENS:
-            open_.clear()  # both empty (the invariant): only their tables go
-            by_agent.clear()
-            self._opened_when_emptied = self._opened
+        if by_agent is not None:
+            ids = by_agent[agent_id]
+            if isinstance(ids, str):
+                del by_agent[agent_id]
+            else:
+                del ids[request_id]
+                if len(ids) == 1:
+                    by_agent[agent_id] = next(iter(ids))
+        if not open_:
+            self._by_agent = None  # empty too (the invariant): rebuilt when next needed
+            if self._opened - self._opened_when_emptied > _SHRINK_AFTER_OPENS:
+                open_.clear()  # empty already: only its table goes
+                self._opened_when_emptied = self._opened
         if how is Settlement.ANSWERED:
             self._answered += 1
         elif how is Settlement.CANCELLED:

@@ -57,7 +57,7 @@ class AgentAPI:
     _lockstep: Lockstep | None
     _lock: threading.RLock
     _ids_lock: threading.Lock
-    _known: dict[str, None]
+    _pending_ids: dict[str, None]
     _spawned: int
     _timers: HostTimers
     _journal: Recorder | None
@@ -109,17 +109,18 @@ class AgentAPI:
         message = self._recordable("message", message)
         comps = self._host_components("components", components)
         with self._ids_lock:
+            pending, records = self._pending_ids, self._state.records
             if agent_id is None:
                 while True:
                     self._spawned += 1
                     agent_id = f"a{self._spawned}"
-                    if agent_id not in self._known:
+                    if agent_id not in pending and agent_id not in records:
                         break
             else:
                 _check_agent_id(agent_id)
-                if agent_id in self._known:
+                if agent_id in pending or agent_id in records:
                     raise ConfigError(f"agent id {agent_id!r} is already taken")
-            self._known[agent_id] = None
+            pending[agent_id] = None
             # Under the ids lock: sequence numbers follow the order ids were handed out.
             self._inbox.put(SpawnAgent(agent_id, behavior_name, message, name, interactive, comps))
         return agent_id
@@ -259,8 +260,14 @@ class AgentAPI:
 
     def agents(self) -> Iterator[str]:
         """Every agent id, in the order they were spawned (children included)."""
+        # Under the ids lock, not the tick's: records are added and dropped under it. The
+        # agents made so far in the order they were made, then those spawned but not made.
         with self._ids_lock:
-            ids = list(self._known)
+            records = self._state.records
+            ids = list(records)
+            pending = self._pending_ids
+            if pending:
+                ids.extend(agent_id for agent_id in pending if agent_id not in records)
         return iter(ids)
 
     def counts(self) -> dict[StatusKind, int]:
@@ -280,7 +287,9 @@ class AgentAPI:
     # -- helpers -------------------------------------------------------------------------
 
     def _checked(self, agent_id: str) -> str:
-        if agent_id not in self._known and agent_id not in self._state.records:
+        # Without the ids lock, so pending first: an id leaves it only once its record is
+        # made, so one that is not pending yet known is found among the records after.
+        if agent_id not in self._pending_ids and agent_id not in self._state.records:
             raise UnknownAgentError(f"unknown agent {agent_id!r}")
         return agent_id
 

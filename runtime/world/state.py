@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -113,50 +114,41 @@ class PendingBatch:
 class AgentRecord:
     """The tick thread's handle on one agent: its components and its runtime extras.
 
-    Components live in esper; this record holds references to them so the hot path
-    never queries esper by id. Extras are made lazily (a ``random.Random`` alone is
-    ~2.5 KB), because a world may hold 100k mostly idle agents.
+    Components live in esper; this record holds references to the two the hot path reads
+    (``status``, ``turn``) and the entity's own component dict for the rest, so nothing
+    queries esper by id. Extras are made lazily (a ``random.Random`` alone is ~2.5 KB),
+    because a world may hold 100k mostly idle agents.
     """
 
     __slots__ = (
+        "_comps",
+        "_digested",
         "_extras",
-        "agent",
-        "digest",
-        "entity",
         "fn",
         "handle",
-        "hist_hash",
-        "hist_hashed",
-        "history",
         "id",
         "ordinal",
         "prompts",
         "result",
         "sleep_seq",
-        "spec",
         "status",
         "turn",
     )
 
-    def __init__(
-        self,
-        ordinal: int,
-        entity: int,
-        agent: Agent,
-        spec: AgentSpec,
-        status: Status,
-        turn: TurnState,
-        history: History,
-        fn: Callable[..., Any],
-    ) -> None:
+    def __init__(self, ordinal: int, comps: dict[type, Any], fn: Callable[..., Any]) -> None:
+        """``ordinal`` is the esper entity id too; ``comps`` is that entity's component
+        dict (esper's own, not a copy: a dict per agent would cost more than it saves),
+        holding at least ``Agent``, ``AgentSpec``, ``Status``, ``TurnState`` and ``History``.
+        """
         self.ordinal = ordinal
-        self.id = agent.id
-        self.entity = entity
-        self.agent = agent
-        self.spec = spec
-        self.status = status
-        self.turn = turn
-        self.history = history
+        # `agent`, `spec` and `history` are read from here: three references fewer in
+        # every record (16 B an agent net), for a dict lookup where they are read (a turn's
+        # end, a history entry, a digest; never a step). Agent components are never
+        # replaced on their entity, so the dict always holds the record's own.
+        self._comps = comps
+        self.id = comps[Agent].id
+        self.status: Status = comps[Status]
+        self.turn: TurnState = comps[TurnState]
         self.fn = fn
         self.handle: InterruptHandle | None = None
         # The rarely set extras (rng, mailbox, paused_from, holding, children, components):
@@ -170,15 +162,75 @@ class AgentRecord:
         # through `add_prompt`/`drop_prompt`. Falsy exactly when no prompt is open.
         self.prompts: InteractionRequest | dict[str, InteractionKind] | None = None
         self.result: Any = None
-        # The chained hash of the first `hist_hashed` history entries; entries are only
-        # ever appended, so the rest are folded in lazily (runtime.digest.history_hash).
-        self.hist_hash = b""
-        self.hist_hashed = 0
-        self.digest = 0
+        # What the digest last folded of this agent (see `digest`, `hist_hash`): None
+        # until a digest is first taken, which a world that tracks none never does (three
+        # fields of every record, 24 B an agent, in one side object that only it pays).
+        self._digested: _Digested | None = None
         self.sleep_seq = 0
 
     def __repr__(self) -> str:
         return f"<AgentRecord {self.id} {self.status.kind.value} {self.turn.phase.value}>"
+
+    @property
+    def entity(self) -> int:
+        """The agent's esper entity id: its ordinal (esper hands ids out in creation order
+        and never again, so one int serves both)."""
+        return self.ordinal
+
+    @property
+    def agent(self) -> Agent:
+        """The agent's ``Agent`` component."""
+        agent: Agent = self._comps[Agent]
+        return agent
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The agent's ``AgentSpec`` component."""
+        spec: AgentSpec = self._comps[AgentSpec]
+        return spec
+
+    @property
+    def history(self) -> History:
+        """The agent's ``History`` component."""
+        history: History = self._comps[History]
+        return history
+
+    @property
+    def digest(self) -> int:
+        """The digest of this agent's fields when the world's digest last folded them."""
+        digested = self._digested
+        return 0 if digested is None else digested.digest
+
+    @digest.setter
+    def digest(self, value: int) -> None:
+        self._digest_state().digest = value
+
+    @property
+    def hist_hash(self) -> bytes:
+        """The chained hash of the first ``hist_hashed`` history entries; entries are only
+        ever appended, so the rest are folded in lazily (runtime.world.digest.history_hash)."""
+        digested = self._digested
+        return b"" if digested is None else digested.hist_hash
+
+    @hist_hash.setter
+    def hist_hash(self, value: bytes) -> None:
+        self._digest_state().hist_hash = value
+
+    @property
+    def hist_hashed(self) -> int:
+        """How many history entries ``hist_hash`` covers."""
+        digested = self._digested
+        return 0 if digested is None else digested.hist_hashed
+
+    @hist_hashed.setter
+    def hist_hashed(self, value: int) -> None:
+        self._digest_state().hist_hashed = value
+
+    def _digest_state(self) -> _Digested:
+        digested = self._digested
+        if digested is None:
+            digested = self._digested = _Digested()
+        return digested
 
     def _extra(self) -> _Extras:
         extras = self._extras
@@ -298,6 +350,17 @@ class AgentRecord:
         return [prompts.kind]
 
 
+class _Digested:
+    """An ``AgentRecord``'s digest state (see ``AgentRecord._digested``)."""
+
+    __slots__ = ("digest", "hist_hash", "hist_hashed")
+
+    def __init__(self) -> None:
+        self.digest = 0
+        self.hist_hash = b""
+        self.hist_hashed = 0
+
+
 class _Extras:
     """An ``AgentRecord``'s rarely set fields (see ``AgentRecord._extras``)."""
 
@@ -336,7 +399,10 @@ class WorldState:
         self.behaviors = behaviors
         self.tick = 0
         self.now = now
+        # Changed only under `ids_lock` (adding and dropping records), so that other
+        # threads may read which ids exist under that lock without the tick's.
         self.records: dict[str, AgentRecord] = {}
+        self.ids_lock = threading.Lock()
         self.created: list[str] = []  # agents created since the world last looked
         self.next_ordinal = 0
         # This tick's inputs, in sequence order; outcomes are set aside for CollectOutcomes.

@@ -66,7 +66,7 @@ class TickMachine:
     _lockstep: Lockstep | None
     _lock: threading.RLock
     _ids_lock: threading.Lock
-    _known: dict[str, None]
+    _pending_ids: dict[str, None]
     _timers: HostTimers
     _observers: list[Callable[[TickReport, list[tuple[int, object]]], object]]
     _input_observers: list[Callable[[TickReport, list[tuple[int, object]]], object]]
@@ -335,7 +335,8 @@ class TickMachine:
     def _release(self, rec: AgentRecord) -> None:
         """Drop a finished agent entirely: entity, record, digest share, id (tick lock held)."""
         state = self._state
-        del state.records[rec.id]
+        with self._ids_lock:
+            del state.records[rec.id]
         state.dirty.pop(rec.ordinal, None)
         state.prompt_changed.pop(rec.ordinal, None)
         self._digest_total = combine(self._digest_total, rec.digest, 0)
@@ -343,8 +344,6 @@ class TickMachine:
             state.effects.cancel_prompts_of(rec.id)
         esper.delete_entity(rec.entity)
         self._host.release_agent(rec.entity)
-        with self._ids_lock:
-            self._known.pop(rec.id, None)
         state.changed_this_tick += 1
 
     def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
@@ -374,14 +373,20 @@ class TickMachine:
         self._digest_total = total
 
     def _note_new_agents(self) -> None:
-        # O(agents created this tick): children spawned on the tick thread become known
-        # ids for the thread-safe commands (host spawns are known from the call).
+        # O(agents created this tick): the host's spawns among them stop being pending,
+        # their records hold the ids now (children were known from their creation).
         created = self._state.created
         if not created:
             return
-        with self._ids_lock:
-            for agent_id in created:
-                self._known.setdefault(agent_id, None)
+        pending = self._pending_ids
+        if pending:  # only `spawn` adds to it, and never an id created already
+            with self._ids_lock:
+                for agent_id in created:
+                    pending.pop(agent_id, None)
+                if not pending:
+                    # An emptied dict keeps the table it grew to: 100k spawns before the
+                    # first tick left ~38 B an agent in it.
+                    self._pending_ids = {}
         created.clear()
 
     @contextlib.contextmanager

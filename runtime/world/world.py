@@ -168,8 +168,12 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         )
         self._host = self._state.host = HostECS(self._state)
         self._lock = threading.RLock()  # held by a tick and by reads: whole ticks only
-        self._ids_lock = threading.Lock()
-        self._known: dict[str, None] = {}  # every id handed out, in order (incl. children)
+        # Guards the agent ids: `_pending_ids` and the adding and dropping of records.
+        self._ids_lock = self._state.ids_lock
+        # Ids `spawn` handed out whose agent the tick has not created yet, in order; once
+        # created, an id lives on as its record's key alone (a second dict of every id
+        # ever handed out cost ~38 B an agent).
+        self._pending_ids: dict[str, None] = {}
         self._spawned = 0
         self._host_ids = host_id_counter()
         self._closed = False
@@ -324,7 +328,7 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         self.close()
 
     def __repr__(self) -> str:
-        return f"<World {self._name} tick={self._state.tick} agents={len(self._known)}>"
+        return f"<World {self._name} tick={self._state.tick} agents={len(self._state.records)}>"
 
     # -- helpers -------------------------------------------------------------------------
 

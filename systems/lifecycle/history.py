@@ -58,8 +58,23 @@ def add_history(state: WorldState, rec: AgentRecord, role: str, content: str) ->
     entries in when a digest needs it. A world that tracks no digests (the default) then
     never pays for canonical JSON and blake2b per entry on the hot path.
     """
-    rec.history.entries.append(Entry(role, content))
+    entries = rec.history.entries
+    if len(entries) < _EXACT_UP_TO:
+        # Refilled in place, sized to fit: `append` gives a list its first four slots at
+        # once (32 B), though a waiting agent's history often holds one entry and a
+        # finished one's two; `list.__init__` from a sized iterable allocates exactly
+        # (rounded up to an even count: two slots, 16 B). The same list object (a view or
+        # a host may hold it), refilled from a tuple that keeps every entry alive
+        # meanwhile; from three entries on it has the four slots appending would have
+        # given it, so appending takes over at four and grows it exactly as before.
+        list.__init__(entries, (*entries, Entry(role, content)))
+    else:
+        entries.append(Entry(role, content))
     state.touch(rec)
+
+
+# Up to this many entries a history is kept exactly sized (see `add_history`).
+_EXACT_UP_TO = 4
 
 
 def record_tool_results(

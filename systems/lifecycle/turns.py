@@ -88,9 +88,10 @@ def create_agent(
     # The entity id is the ordinal: esper hands them out in creation order and never
     # again, so it orders agents as a spawn counter would, and one int serves both (a
     # second int per agent cost 32 B).
-    rec = AgentRecord(entity, entity, agent, spec, status, turn, history, fn)
+    rec = AgentRecord(entity, esper._entities[entity], fn)
     state.next_ordinal += 1
-    state.records[agent_id] = rec
+    with state.ids_lock:  # other threads read the ids under it (World.agents)
+        state.records[agent_id] = rec
     if components:
         state.host.attach(entity, esper._entities[entity], rec)
     state.created.append(agent_id)

@@ -403,16 +403,40 @@ def test_cancel_for_agent_settles_every_prompt_of_that_agent_and_leaves_the_othe
 def test_an_agents_open_ids_cost_no_dict_of_their_own_until_there_are_two():
     # Memory: a waiting agent usually has one prompt; a one-entry dict per agent was ~230 B.
     hub = InteractionHub(clock=ManualClock())
+    hub.open("other", text("o1"))
+    assert hub.cancel_for_agent("nobody") == 0  # builds the index, kept from then on
     hub.open("a", text("p1"))
-    assert hub._by_agent == {"a": "p1"}
+    assert hub._by_agent is not None and hub._by_agent["a"] == "p1"
     hub.open("a", text("p2"))
     hub.open("a", text("p3"))
-    assert hub._by_agent == {"a": {"p1": None, "p2": None, "p3": None}}
+    assert hub._by_agent["a"] == {"p1": None, "p2": None, "p3": None}
     hub.answer(InteractionResponse.text("p1", "x"))
     hub.cancel("p3")
-    assert hub._by_agent == {"a": "p2"}
+    assert hub._by_agent["a"] == "p2"
     assert hub.cancel_for_agent("a") == 1
-    assert hub._by_agent == {} and hub.pending() == []
+    assert hub._by_agent == {"other": "o1"} and hub.pending() == [("other", text("o1"))]
+
+
+def test_the_per_agent_index_is_made_by_the_first_cancel_for_agent_and_goes_when_empty():
+    # Memory: a world waiting on 100k prompts that nobody cancels by agent paid ~38 B an
+    # agent for an index it never read.
+    hub = InteractionHub(clock=ManualClock())
+    for request_id, agent in [("p1", "a"), ("p2", "b"), ("p3", "a"), ("p4", "a")]:
+        hub.open(agent, text(request_id))
+    assert hub._by_agent is None
+    hub.answer(InteractionResponse.text("p4", "x"))  # settled before the index is made
+    assert hub.cancel_for_agent("b") == 1
+    assert hub._by_agent == {"a": {"p1": None, "p3": None}}  # in opening order
+    hub.open("a", text("p5"))  # kept current once made
+    hub.open("c", text("p6"))
+    assert hub._by_agent == {"a": {"p1": None, "p3": None, "p5": None}, "c": "p6"}
+    assert hub.cancel_for_agent("a") == 3
+    assert hub.pending() == [("c", text("p6"))]
+    hub.cancel("p6")
+    assert hub._by_agent is None  # the open set emptied: the index goes with it
+    hub.open("a", text("p7"))
+    assert hub._by_agent is None
+    assert hub.cancel_for_agent("a") == 1 and hub.pending() == []
 
 
 def test_an_empty_id_gets_an_id_minted_in_call_order():
@@ -980,9 +1004,25 @@ def test_the_open_set_lets_its_grown_tables_go_once_a_burst_of_prompts_has_settl
         hub.answer(InteractionResponse.text(request_id, "ok"))
     assert sys.getsizeof(hub._open) > 50 * empty  # not empty yet: the table stays
     hub.cancel(ids[-1])
-    assert hub._open == {} and hub._by_agent == {}
-    assert sys.getsizeof(hub._open) == empty and sys.getsizeof(hub._by_agent) == empty
+    assert hub._open == {} and hub._by_agent is None
+    assert sys.getsizeof(hub._open) == empty
     # The open set works on as before.
     assert hub.open("b", text("again")) == "again"
     assert hub.pending() == [("b", text("again"))]
     assert hub.stats() == HubStats(opened=3_001, answered=2_999, cancelled=1, expired=0, open=1)
+
+
+def test_prompts_opened_at_one_instant_share_one_deadline_and_a_new_timeout_gets_its_own():
+    # Memory: a virtual-time world opens a tick's prompts at one `now`; a float each was 24 B.
+    clock = ManualClock()
+    hub = InteractionHub(clock=clock, timeout_secs=30)
+    hub.open("a", text("p1"))
+    hub.open("b", text("p2"))
+    hub.set_timeout_secs(60)
+    hub.open("c", text("p3"))
+    clock.advance(1)
+    hub.open("d", text("p4"))
+    first, second, *_ = hub.opened()
+    assert first.deadline is second.deadline
+    assert [o.deadline for o in hub.opened()] == [30.0, 30.0, 60.0, 61.0]
+    assert hub.expire_due(30.0) == ["p1", "p2"] and hub.next_deadline() == 60.0

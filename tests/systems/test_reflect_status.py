@@ -36,9 +36,9 @@ def _record(state: WorldState, kind: StatusKind, reason: WaitReason | None = Non
     ordinal = state.next_ordinal
     state.next_ordinal += 1
     agent = Agent(f"a{ordinal}")
-    rec = AgentRecord(
-        ordinal, ordinal, agent, AgentSpec("x"), Status(kind, reason), TurnState(), History(), print
-    )
+    comps = {Agent: agent, AgentSpec: AgentSpec("x"), Status: Status(kind, reason)}
+    comps.update({TurnState: TurnState(), History: History()})
+    rec = AgentRecord(ordinal, comps, print)
     state.records[agent.id] = rec
     return rec
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from runtime import Ask, InteractionRequest, ManualClock, StatusKind, World
+import pytest
+
+from runtime import Ask, ConfigError, InteractionRequest, ManualClock, Sleep, StatusKind, World
 from runtime.world.actions import HistoryView, Turn
+from systems.lifecycle.history import add_history
 
 
 def _asker(turn):
@@ -74,3 +77,94 @@ def test_a_turn_made_without_a_record_keeps_its_id_and_the_history_it_was_given(
     bare = Turn("a8", None, None, 1, None)  # type: ignore[arg-type]
     assert list(bare.history) == []
     assert repr(bare) == "Turn(agent_id='a8', generation=1)"
+
+
+def test_an_agents_id_is_kept_once_by_its_record_and_stays_taken_and_listed_in_spawn_order():
+    world = World(clock=ManualClock())
+    try:
+        first = world.spawn(_asker)
+        chosen = world.spawn(_asker, agent_id="mine")
+        assert list(world.agents()) == [first, chosen]  # pending: known from the call
+        world.tick()
+        assert world._pending_ids == {}  # created: the records' keys hold the ids alone
+        third = world.spawn(_asker)
+        assert list(world.agents()) == [first, chosen, third]
+        for taken in (first, chosen, third):
+            with pytest.raises(ConfigError, match="already taken"):
+                world.spawn(_asker, agent_id=taken)
+        world.tick()
+        assert list(world.agents()) == [first, chosen, third] and world._pending_ids == {}
+        assert world.spawn(_asker, agent_id="a3") == "a3"
+        world.tick()  # created: taken through its record alone
+        assert world.spawn(_asker) == "a4"  # the minted id skips the one chosen by hand
+    finally:
+        world.close()
+
+
+def test_the_pending_ids_let_their_grown_table_go_once_every_spawn_is_created():
+    import sys
+
+    world = World(clock=ManualClock())
+    try:
+        for _ in range(2_000):
+            world.spawn(_asker)
+        assert sys.getsizeof(world._pending_ids) > 50 * sys.getsizeof({})
+        world.tick()
+        assert world._pending_ids == {}
+        assert sys.getsizeof(world._pending_ids) == sys.getsizeof({})
+        assert len(list(world.agents())) == 2_000
+    finally:
+        world.close()
+
+
+def test_a_record_reads_its_rarely_used_components_from_the_entity_and_digests_on_demand():
+    import esper
+
+    from components import Agent, AgentSpec, History
+
+    world = World(clock=ManualClock())
+    try:
+        agent = world.spawn(_asker, name="n")
+        world.run_until_idle(skip_time=False)
+        rec = world._state.records[agent]
+        with world._in_esper():
+            assert rec.agent is esper.component_for_entity(rec.entity, Agent)
+            assert rec.spec is esper.component_for_entity(rec.entity, AgentSpec)
+            assert rec.history is esper.component_for_entity(rec.entity, History)
+        assert (rec.agent.name, rec.spec.interactive) == ("n", False)
+        assert rec._digested is None  # no digest taken: no digest state
+        assert (rec.digest, rec.hist_hash, rec.hist_hashed) == (0, b"", 0)
+        first = world.digest()
+        assert rec._digested is not None and rec.digest != 0 and rec.hist_hashed == 1
+        assert world.digest() == first
+    finally:
+        world.close()
+
+
+def test_a_short_history_is_sized_to_fit_and_stays_the_same_list_as_it_grows():
+    import sys
+
+    from runtime.world.actions import HistoryView
+
+    def talker(turn):
+        for _ in range(6):
+            yield Sleep(1)
+
+    world = World(clock=ManualClock())
+    try:
+        agent = world.spawn(talker, "hi")
+        world.tick()
+        rec = world._state.records[agent]
+        entries = rec.history.entries
+        view = HistoryView(entries)
+        assert len(entries) == 1 and sys.getsizeof(entries) == sys.getsizeof([None, None])
+        for n in range(2, 8):
+            add_history(world._state, rec, "user", f"m{n}")
+            assert rec.history.entries is entries and len(view) == n
+            grown: list[object] = []
+            for _ in range(n):
+                grown.append(None)
+            assert sys.getsizeof(entries) <= sys.getsizeof(grown)  # never more than before
+        assert [e.content for e in view] == ["hi"] + [f"m{n}" for n in range(2, 8)]
+    finally:
+        world.close()
