@@ -976,3 +976,32 @@ def test_a_huge_idle_timeout_keeps_the_worker_waiting_without_overflowing(make_l
     outcomes.take()
     assert names[0] == names[1]  # the same worker waited idle, then took the next job
     assert lane.stats().threads == 1
+
+
+def test_a_lane_that_did_not_move_hands_back_its_last_snapshot_and_any_change_a_new_one(
+    make_lane,
+):
+    # The tick mirrors both lanes every tick: a lane that did not move costs one version
+    # compared, and every kind of change (admit, cancel while queued, widen, narrow, start,
+    # finish, close) shows in the next snapshot, from `stats()` and `gauge()` alike.
+    lane = make_lane(1, on_outcome=Outcomes())
+    first = lane.stats()
+    assert lane.stats() is first and lane.gauge() is first
+    started, release = threading.Event(), threading.Event()
+    lane.submit(ToolJob("a", "b1", blocker(started, release, "b1"), (), CancelToken()))
+    assert started.wait(WAIT)
+    running = lane.stats()
+    assert (running.busy, running.started) == (1, 1) and lane.gauge() is running
+    token = CancelToken()
+    lane.submit(ToolJob("a", "b2", blocker(None, release, "b2"), (), token))
+    assert lane.gauge().queued == 1
+    token.cancel()
+    assert (lane.stats().queued, lane.stats().abandoned) == (0, 1)
+    assert lane.relieve(1) == 2 and lane.gauge().capacity == 2
+    assert lane.narrow(1) == 1 and lane.stats().capacity == 1
+    release.set()
+    wait_until(lambda: lane.stats().finished == 1, "the job to finish")
+    lane.close(timeout=WAIT)
+    done = lane.stats()
+    assert (done.busy, done.finished, done.abandoned) == (0, 1, 1)
+    assert lane.gauge() is done
