@@ -1005,3 +1005,40 @@ def test_a_lane_that_did_not_move_hands_back_its_last_snapshot_and_any_change_a_
     done = lane.stats()
     assert (done.busy, done.finished, done.abandoned) == (0, 1, 1)
     assert lane.gauge() is done
+
+
+def test_reading_a_lane_waits_behind_its_lock_only_when_a_change_is_under_way(make_lane):
+    lane = make_lane(2, on_outcome=Outcomes())
+    before = lane.stats()
+    holding, change, changed, release = (threading.Event() for _ in range(4))
+
+    def writer() -> None:  # a worker inside a transition, as `_admit` would be
+        with lane._lock:
+            holding.set()
+            assert change.wait(WAIT)
+            lane._version += 1
+            lane._capacity += 1
+            changed.set()
+            assert release.wait(WAIT)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert holding.wait(WAIT)
+        # Nothing changed yet: both reads hand back the last snapshot without the lock.
+        assert lane.stats() is before and lane.gauge() is before
+        change.set()
+        assert changed.wait(WAIT)
+        # Mid-change: the gauge never waits (a torn read, not kept); stats() waits for it.
+        assert lane.gauge().capacity == 3
+        after: list[LaneStats] = []
+        reader = threading.Thread(target=lambda: after.append(lane.stats()))
+        reader.start()
+        reader.join(0.05)
+        assert reader.is_alive() and not after
+    finally:
+        change.set()
+        release.set()
+        thread.join(WAIT)
+    reader.join(WAIT)
+    assert after[0].capacity == 3 and lane.gauge() is after[0]
