@@ -32,9 +32,19 @@ class MirrorLaneStats(esper.Processor):
 
     def __init__(self, sources: dict[str, Callable[[], LaneStats]]) -> None:
         self._sources = sources
+        # Each gauge with its source, resolved once per query result: esper hands back the
+        # same cached list until a structural change, so an unchanged list means unchanged
+        # gauges, and a tick pays one call per lane instead of a lookup and a call.
+        self._seen: list[tuple[int, LaneGauge]] | None = None
+        self._pairs: list[tuple[LaneGauge, Callable[[], LaneStats]]] = []
 
     def process(self, state: object) -> None:
-        for _entity, gauge in esper.get_component(LaneGauge):
-            source = self._sources.get(gauge.name)
-            if source is not None:
-                gauge.stats = source()
+        gauges = esper.get_component(LaneGauge)
+        if gauges is not self._seen:
+            sources = self._sources
+            self._pairs = [
+                (gauge, sources[gauge.name]) for _entity, gauge in gauges if gauge.name in sources
+            ]
+            self._seen = gauges
+        for gauge, source in self._pairs:
+            gauge.stats = source()

@@ -41,7 +41,7 @@ class DeadlineHeap:
     live items from stale ones.
     """
 
-    __slots__ = ("_fifo", "_heap_max", "_items", "_open", "_seq")
+    __slots__ = ("_fifo", "_heap_max", "_items", "_open", "_seq", "floor")
 
     def __init__(self, open_: Mapping[str, PromptOpened]) -> None:
         self._open = open_
@@ -53,6 +53,12 @@ class DeadlineHeap:
         self._seq = 0
         # At least the latest deadline on the heap (-inf while it is empty).
         self._heap_max = -math.inf
+        # Invariant: at most the earliest live deadline (inf only while none is live).
+        # Written under the hub's lock; read without it by `InteractionHub.expire_due` and
+        # `next_deadline`, so a tick with nothing due never takes the lock: a push lowers
+        # it after its item is queued, which a lock-free reader sees as the push landing
+        # just after its read; a settlement only removes items, which keeps it a bound.
+        self.floor = math.inf
 
     def __len__(self) -> int:
         return len(self._fifo) + len(self._items)
@@ -64,13 +70,21 @@ class DeadlineHeap:
         fifo = self._fifo
         if deadline > self._heap_max and (not fifo or deadline >= fifo[-1].deadline):  # type: ignore[operator]
             fifo.append(opened)
-            return
-        self._seq += 1
-        heapq.heappush(self._items, (deadline, self._seq, opened.request.id, opened))
-        self._heap_max = max(self._heap_max, deadline)
+        else:
+            self._seq += 1
+            heapq.heappush(self._items, (deadline, self._seq, opened.request.id, opened))
+            self._heap_max = max(self._heap_max, deadline)
+        if deadline < self.floor:  # noqa: PLR1730 (min() is a call, on every open)
+            self.floor = deadline
 
     def top(self) -> PromptOpened | None:
-        """Drop stale items off both fronts and return the earliest live one, if any."""
+        """Drop stale items off both fronts and return the earliest live one, if any
+        (``floor`` becomes its deadline, or inf)."""
+        top = self._top()
+        self.floor = math.inf if top is None else top.deadline  # type: ignore[assignment]
+        return top
+
+    def _top(self) -> PromptOpened | None:
         open_ = self._open
         fifo = self._fifo
         first = None
@@ -109,6 +123,8 @@ class DeadlineHeap:
         fifo = self._fifo
         if fifo and fifo[0] is opened:
             fifo.popleft()
+            if not fifo and not self._items:
+                self.floor = math.inf  # nothing left: the next tick need not look
             return
         items = self._items
         if items and items[0][3] is opened:

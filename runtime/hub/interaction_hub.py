@@ -11,6 +11,7 @@ reads as deny. The bookkeeping lives in `runtime.hub.core`.
 
 from __future__ import annotations
 
+import math
 import threading
 
 from components.interaction import (
@@ -142,9 +143,13 @@ class InteractionHub(HubCore):
 
         Expired requests settle with the neutral response, earliest deadline first.
         """
+        deadlines = self._deadlines
+        if now < deadlines.floor:
+            # Nothing is due (the floor is at most the earliest deadline): the tick's
+            # expiry stage, every tick, takes no lock. See `DeadlineHeap.floor`.
+            return []
         expired: list[str] = []
         with self._lock:
-            deadlines = self._deadlines
             while (top := deadlines.top()) is not None and top.deadline <= now:  # type: ignore[operator]
                 deadlines.pop()
                 self._settle(top.request.id, Settlement.EXPIRED, None)
@@ -155,6 +160,8 @@ class InteractionHub(HubCore):
 
     def next_deadline(self) -> float | None:
         """Return the earliest deadline among open requests, or None if none has one."""
+        if self._deadlines.floor == math.inf:
+            return None  # no deadline is live (see `DeadlineHeap.floor`): no lock needed
         with self._lock:
             top = self._deadlines.top()
         return None if top is None else top.deadline

@@ -181,16 +181,12 @@ class ToolLane(LaneCore):
         # it back: ~20 us a lane a tick under load (asyncio_10k). A torn read is never
         # cached for ``stats()``.
         last = self._last
-        key = self._key()
-        if last is not None and key == last[0]:
+        if last is not None and last[0] == self._version:
             return last[1]
         if not self._lock.acquire(blocking=False):
-            return LaneStats(self._name, *key)
+            return LaneStats(self._name, *self._key())
         try:
-            key = self._key()
-            stats = LaneStats(self._name, *key)
-            self._last = (key, stats)
-            return stats
+            return self._snapshot_locked()
         finally:
             self._lock.release()
 

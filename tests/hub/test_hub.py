@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import queue
 import threading
 import time
@@ -501,6 +502,71 @@ def test_a_reused_id_is_held_to_its_own_deadline_not_its_predecessors():
     assert hub.expire_due(50.0) == ["q"]
 
 
+def test_a_tick_with_nothing_due_reads_the_deadlines_without_waiting_for_the_lock():
+    # The tick thread asks `expire_due` every tick and `next_deadline` at every fixed
+    # point: with nothing due they must not queue behind a thread that holds the hub's
+    # lock (a listener busy under it, say). A due deadline still waits for it.
+    clock = ManualClock()
+    hub = InteractionHub(clock=clock, timeout_secs=10)
+    hub.open("a", text("p1"))
+    assert hub.next_deadline() == 10.0
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with hub._lock:
+            holding.set()
+            assert release.wait(WAIT)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(WAIT)
+        assert hub.expire_due(9.5) == []  # not due: returns at once, the lock held elsewhere
+        expired: list[list[str]] = []
+        late = threading.Thread(target=lambda: expired.append(hub.expire_due(10.0)))
+        late.start()
+        late.join(0.05)
+        assert late.is_alive() and not expired  # due: it waits for the lock
+    finally:
+        release.set()
+        holder.join(WAIT)
+    late.join(WAIT)
+    assert expired == [["p1"]]
+    assert hub.next_deadline() is None
+
+    # No deadline at all: `next_deadline` answers without the lock too.
+    holding.clear()
+    release.clear()
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(WAIT)
+        assert hub.next_deadline() is None
+    finally:
+        release.set()
+        holder.join(WAIT)
+
+
+def test_an_answered_prompt_leaves_no_deadline_for_the_tick_to_look_at():
+    hub = InteractionHub(clock=ManualClock(), timeout_secs=10)
+    hub.open("a", text("p1"))
+    hub.open("a", text("p2"))
+    assert hub._deadlines.floor == 10.0
+    hub.answer(InteractionResponse.text("p1", "yes"))
+    assert hub._deadlines.floor == 10.0  # p2 is still live: the floor stays a bound
+    hub.answer(InteractionResponse.text("p2", "yes"))
+    assert hub._deadlines.floor == math.inf
+    assert hub.expire_due(1e9) == [] and hub.next_deadline() is None
+
+
+def test_a_reopened_past_deadline_lowers_the_floor_so_it_expires():
+    hub = InteractionHub(clock=ManualClock(100.0), timeout_secs=10)
+    hub.open("a", text("p1"))  # deadline 110
+    hub.reopen("b", text("old"), 0.0, 50.0)  # already past: the next expire_due takes it
+    assert hub.expire_due(100.0) == ["old"]
+    assert hub.next_deadline() == 110.0
+
+
 def test_expire_due_settles_every_overdue_request_earliest_deadline_first():
     clock = ManualClock()
     hub = InteractionHub(clock=clock, timeout_secs=10)
@@ -935,6 +1001,10 @@ class HubMachine(RuleBasedStateMachine):
     @invariant()
     def next_deadline_is_the_models_earliest(self) -> None:
         deadlines = [d for _, d, _ in self.open.values() if d is not None]
+        # The floor that lets a tick skip the lock is a bound on them (read before
+        # `next_deadline`, which makes it exact again).
+        floor = self.hub._deadlines.floor
+        assert floor <= min(deadlines, default=math.inf)
         assert self.hub.next_deadline() == (min(deadlines) if deadlines else None)
 
     def teardown(self) -> None:

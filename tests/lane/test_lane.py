@@ -976,3 +976,69 @@ def test_a_huge_idle_timeout_keeps_the_worker_waiting_without_overflowing(make_l
     outcomes.take()
     assert names[0] == names[1]  # the same worker waited idle, then took the next job
     assert lane.stats().threads == 1
+
+
+def test_a_lane_that_did_not_move_hands_back_its_last_snapshot_and_any_change_a_new_one(
+    make_lane,
+):
+    # The tick mirrors both lanes every tick: a lane that did not move costs one version
+    # compared, and every kind of change (admit, cancel while queued, widen, narrow, start,
+    # finish, close) shows in the next snapshot, from `stats()` and `gauge()` alike.
+    lane = make_lane(1, on_outcome=Outcomes())
+    first = lane.stats()
+    assert lane.stats() is first and lane.gauge() is first
+    started, release = threading.Event(), threading.Event()
+    lane.submit(ToolJob("a", "b1", blocker(started, release, "b1"), (), CancelToken()))
+    assert started.wait(WAIT)
+    running = lane.stats()
+    assert (running.busy, running.started) == (1, 1) and lane.gauge() is running
+    token = CancelToken()
+    lane.submit(ToolJob("a", "b2", blocker(None, release, "b2"), (), token))
+    assert lane.gauge().queued == 1
+    token.cancel()
+    assert (lane.stats().queued, lane.stats().abandoned) == (0, 1)
+    assert lane.relieve(1) == 2 and lane.gauge().capacity == 2
+    assert lane.narrow(1) == 1 and lane.stats().capacity == 1
+    release.set()
+    wait_until(lambda: lane.stats().finished == 1, "the job to finish")
+    lane.close(timeout=WAIT)
+    done = lane.stats()
+    assert (done.busy, done.finished, done.abandoned) == (0, 1, 1)
+    assert lane.gauge() is done
+
+
+def test_reading_a_lane_waits_behind_its_lock_only_when_a_change_is_under_way(make_lane):
+    lane = make_lane(2, on_outcome=Outcomes())
+    before = lane.stats()
+    holding, change, changed, release = (threading.Event() for _ in range(4))
+
+    def writer() -> None:  # a worker inside a transition, as `_admit` would be
+        with lane._lock:
+            holding.set()
+            assert change.wait(WAIT)
+            lane._version += 1
+            lane._capacity += 1
+            changed.set()
+            assert release.wait(WAIT)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert holding.wait(WAIT)
+        # Nothing changed yet: both reads hand back the last snapshot without the lock.
+        assert lane.stats() is before and lane.gauge() is before
+        change.set()
+        assert changed.wait(WAIT)
+        # Mid-change: the gauge never waits (a torn read, not kept); stats() waits for it.
+        assert lane.gauge().capacity == 3
+        after: list[LaneStats] = []
+        reader = threading.Thread(target=lambda: after.append(lane.stats()))
+        reader.start()
+        reader.join(0.05)
+        assert reader.is_alive() and not after
+    finally:
+        change.set()
+        release.set()
+        thread.join(WAIT)
+    reader.join(WAIT)
+    assert after[0].capacity == 3 and lane.gauge() is after[0]
