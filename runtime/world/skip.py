@@ -175,6 +175,25 @@ class SkipAhead:
                     order.append(self._pipeline[gap])
         return before, after
 
+    def _run_stages(
+        self, stages: list[Any], mirror: Any, after: list[Any]
+    ) -> tuple[bool, tuple[str, ...]]:
+        """Run ``stages`` (up to the lane mirror's place), ``mirror`` if work went out to a
+        lane, then ``after``, as the whole pipeline would from there; returns whether work
+        went out and the host systems' and actions' errors of the tick."""
+        state = self._state
+        for system in stages:
+            system.process(state)
+        # Lockstep outcomes come only of work dispatched since the skip began
+        # (`_skip_limit` saw the rest); dispatching makes it fresh.
+        lockstep = self._lockstep
+        sent = bool(state.lane_waiting) or (lockstep is not None and lockstep.fresh)
+        if sent:  # work went out: the lanes changed
+            mirror.process(state)
+        for system in after:
+            system.process(state)
+        return sent, self._host.take_errors()
+
     def _wake_run(  # noqa: PLR0915 - the skip's inner loop, kept flat
         self, now: float, room: int, limit: float, flags: Any, deferring: bool
     ) -> tuple[int, float]:
@@ -341,7 +360,6 @@ class SkipAhead:
         past_step = before[before.index(step) + 1 :]
         abort = self._pipeline[self._stages.index("abort_terminal")]
         past_abort = before[before.index(abort) + 1 :]
-        lockstep = self._lockstep
         inbox, timers, next_timer = self._inbox, self._timers, state.next_timer
         # Read on every skipped tick, so as C-level truthiness rather than through
         # `__len__`/`__bool__`/`pending()`: the inputs other threads append (the inbox's
@@ -438,16 +456,7 @@ class SkipAhead:
                             more, now = self._wake_run(now, end - ran, limit, flags, deferring)
                             ran += more
                             if state.to_dispatch or state.prompt_changed:
-                                for system in past_step:
-                                    system.process(state)
-                                sent = bool(state.lane_waiting) or (
-                                    lockstep is not None and lockstep.fresh
-                                )
-                                if sent:
-                                    mirror.process(state)
-                                for system in after:
-                                    system.process(state)
-                                errors = host.take_errors()  # a host action's handler ran
+                                sent, errors = self._run_stages(past_step, mirror, after)
                         elif kind is _ABORT:
                             abort.process(state)
                             if (
@@ -457,16 +466,7 @@ class SkipAhead:
                                 or state.prompt_changed
                                 or (heap and heap[0] <= now)
                             ):
-                                for system in past_abort:
-                                    system.process(state)
-                                sent = bool(state.lane_waiting) or (
-                                    lockstep is not None and lockstep.fresh
-                                )
-                                if sent:
-                                    mirror.process(state)
-                                for system in after:
-                                    system.process(state)
-                                errors = host.take_errors()
+                                sent, errors = self._run_stages(past_abort, mirror, after)
                         elif kind is _WHOLE:
                             if timer_heap:
                                 timers.run_due(now)
@@ -476,18 +476,7 @@ class SkipAhead:
                                     systems = [system for _gap, system in host.systems]
                                     early = all(g <= step_gap for g, _s in host.systems)
                             esper.clear_dead_entities()  # what esper.process does first
-                            for system in before:
-                                system.process(state)
-                            # Lockstep outcomes come only of work dispatched since the skip
-                            # began (`_skip_limit` saw the rest); dispatching makes it fresh.
-                            sent = bool(state.lane_waiting) or (
-                                lockstep is not None and lockstep.fresh
-                            )
-                            if sent:
-                                mirror.process(state)  # work went out: the lanes changed
-                            for system in after:
-                                system.process(state)
-                            errors = host.take_errors()
+                            sent, errors = self._run_stages(before, mirror, after)
                         # The tail of a tick that tracks no digest (see `_record`).
                         if state.created:
                             self._note_new_agents()
