@@ -206,9 +206,11 @@ class SkipAhead:
         and failures): a positive ``Sleep`` is handled here, anything else by
         `take_action`, the end of a behaviour by ``end_turn``. The run stops after the
         first tick in which anything else happened (an agent did something but sleep,
-        ended or failed), and when an input arrives, a timer or a Ctrl-C is pending,
-        something starts watching, or a host system is added: the caller then ends that
-        tick as it ends any. A live sleep entry's turn is SLEEPING with nothing to send
+        failed, or ended leaving anything to abort or release), and when an input arrives,
+        a timer or a Ctrl-C is pending, something starts watching, or a host system is
+        there: the caller then ends that tick as it ends any. An agent that ended with
+        nothing to abort does not stop it: the next tick clears the abort queue, as the
+        whole pipeline's would. A live sleep entry's turn is SLEEPING with nothing to send
         (see `WorldState.sleep_buckets`), so each is sent None.
 
         Returns the ticks run after the first and the time now.
