@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -33,12 +35,24 @@ def make_world() -> Iterator[Callable[..., World]]:
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    """Poll ``predicate`` until it holds; fail the test (never hang) after ``timeout``."""
+    """Poll ``predicate`` until it holds; fail the test (never hang) after ``timeout``,
+    with every thread's stack in the message (a wait that times out only under load
+    says where the threads it waited on were)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+            pytest.fail(f"timed out after {timeout}s waiting for {what}\n{thread_stacks()}")
         time.sleep(0.002)
+
+
+def thread_stacks() -> str:
+    """Every live thread's name and stack, innermost call last."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    parts = []
+    for ident, frame in sys._current_frames().items():
+        stack = "".join(traceback.format_stack(frame))
+        parts.append(f"--- thread {names.get(ident, ident)}\n{stack}")
+    return "\n".join(parts)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
