@@ -117,6 +117,29 @@ def test_the_pending_ids_let_their_grown_table_go_once_every_spawn_is_created():
         world.close()
 
 
+def test_an_id_leaves_the_pending_ids_only_once_its_record_exists():
+    # Readers on other threads (`status`, `send`, ...) check an id without the ids lock:
+    # the pending ids first, the records after. That is sound only if the tick adds an
+    # agent's record before it drops the id from the pending ones; a tick that did it the
+    # other way round would let a reader between the two find the agent nowhere.
+    class Watched(dict[str, None]):
+        def pop(self, key: str, *default: None) -> None:
+            recorded.append((key, key in world._state.records))
+            return super().pop(key, *default)
+
+    recorded: list[tuple[str, bool]] = []
+    world = World(clock=ManualClock())
+    try:
+        ids = [world.spawn(_asker) for _ in range(3)]
+        world._pending_ids = Watched(world._pending_ids)
+        world.tick()
+        assert recorded == [(agent_id, True) for agent_id in ids]
+        for agent_id in ids:
+            world.status(agent_id)  # known, through its record alone now
+    finally:
+        world.close()
+
+
 def test_a_record_reads_its_rarely_used_components_from_the_entity_and_digests_on_demand():
     import esper
 
