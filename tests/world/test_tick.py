@@ -527,3 +527,57 @@ def test_an_agent_ending_with_a_prompt_open_has_it_settled_in_a_run_of_wake_ups(
     assert fast == run(watched=True)
     assert fast[4] == []  # settled when the agent ended
     assert fast[3] == [StatusKind.COMPLETE] * 4
+
+
+def test_sleepers_alone_are_woken_in_one_run_of_the_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The skip's run of wake-ups goes on from one deadline to the next while agents only
+    # sleep (or end with nothing to abort): 24 wake-ups at distinct times, one run.
+    calls: list[int] = []
+    original = World._wake_run
+
+    def counted(self: World, *args: Any) -> tuple[int, float]:
+        calls.append(1)
+        return original(self, *args)
+
+    monkeypatch.setattr(World, "_wake_run", counted)
+    world = World(clock=ManualClock())
+    try:
+        for n in range(8):
+            world.spawn(_sleeper, [0.1 + n / 100, 0.3 + n / 50, 0.2])
+        world.tick()
+        world.run_until_idle(max_ticks=1_000)
+        assert all(world.status(a).kind is StatusKind.COMPLETE for a in world.agents())
+    finally:
+        world.close()
+    assert calls == [1]
+
+
+def test_a_behaviour_may_move_the_clock_while_the_skip_holds_its_lock() -> None:
+    # The skip holds the ManualClock's lock for a slice of ticks; a behaviour (or a host
+    # timer) that calls `advance` or `set` in one of them must not deadlock on it.
+    clock = ManualClock()
+
+    def mover(turn: Any) -> Generator[Any, Any, None]:
+        yield Sleep(1.0)
+        clock.advance(0.0)
+        clock.set(clock.now())
+        yield Sleep(1.0)
+
+    world = World(clock=clock)
+    done = threading.Event()
+
+    def run() -> None:
+        world.run_until_idle(max_ticks=1_000)
+        done.set()
+
+    try:
+        world.spawn(mover)
+        world.spawn(_sleeper, [0.5, 2.5])
+        world.tick()
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        assert done.wait(10), "run_until_idle deadlocked on the clock's lock"
+        assert world.now == 3.0  # the sleeper's 0.5 + 2.5
+    finally:
+        if done.is_set():
+            world.close()
