@@ -27,7 +27,12 @@ calls (a ``__del__``, a gc callback, a generator finalized mid-tick) swallows ex
 so a handler running there loses the interrupt: until the tick is left, a thread sends
 SIGINT again every 50 ms, which a handler recognises with ``rekicked()``; it raises again
 only where the interrupt is not being handled (an unwinding that takes longer than 50 ms,
-a journal rolling back under load, is left to finish).
+a journal rolling back under load, is left to finish). One case no handler can reach: a
+SIGINT that lands just before the main thread enters a blocking C call (after Python's last
+check for signals, before the system call starts) is noted in C and handled only when the
+call returns, since CPython looks again only after a call the signal interrupted. A tick
+in Python code is stopped at its next bytecode; one inside a single long call (a two-minute
+``time.sleep``) waits for it, or for a second Ctrl-C, which interrupts the call.
 
 A swap per tick was measured at ~30 µs (two ``sigaction`` calls), most of an idle tick, so
 the handler stays installed; a tick pays one ``getsignal`` and a counter instead: the C

@@ -18,9 +18,17 @@ from tests.cli.test_cli import ROOT, TICKWORK, tickwork
 from tests.conftest import wait_for
 
 # A tick in progress that would take two minutes: its agent is a tripwire that, the first
-# time it takes its step TRIP (in the first tick, or a later one), says so (a file) and then takes its time. Ctrl-C must not wait
-# for that tick: it is abandoned, and the journal ends at the tick before. The marker makes
-# the tripwire quick ever after, in the replay and in the resumed run.
+# time it takes its step TRIP (in the first tick, or a later one), says so (a file) and then
+# takes its time. Ctrl-C must not wait for that tick: it is abandoned, and the journal ends
+# at the tick before. The marker makes the tripwire quick ever after, in the replay and in
+# the resumed run.
+#
+# It takes its time in short sleeps, as a long tick runs Python code between its C calls.
+# One `time.sleep(120)` would hang the test now and then: a SIGINT that lands after the
+# interpreter's last check for signals but before the sleep's system call starts is noted
+# in C, and the Python handler runs only when the call returns (CPython's `time.sleep`
+# looks for signals only after an interrupted call). It did, under load: the child's stack
+# showed the main thread in that sleep and no abandon begun.
 TRIPWIRE = """
 import os, time
 from runtime import Sleep
@@ -31,7 +39,8 @@ def tripwire(turn):
     for step in range(1, 4):
         if step == {trip} and not os.path.exists(ENTERED):
             open(ENTERED, "w").close()
-            time.sleep(120)
+            for _ in range(12_000):
+                time.sleep(0.01)
         yield Sleep(1)
     return "tripped"
 """
