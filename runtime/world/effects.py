@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any
 
 from components import InteractionRequest, ToolCall, ToolResult
-from runtime.cancel import Cancelled, CancelToken
+from runtime.cancel import INTERRUPTED, Cancelled, CancelToken
 from runtime.errors import DuplicateRequestError, LaneClosedError, ModelError
 from runtime.hub import InteractionHub
 from runtime.lane.jobs import ToolJob, ToolOutcome
@@ -338,15 +338,15 @@ def _complete(
             # Expected failures (a provider's error, a budget): the agent's error says it
             # all, so no traceback in the log, unlike a model that raised something else.
             if not stream.finish():
-                raise Cancelled("interrupted by user") from None
+                raise _interrupted(cancel) from None
             return [ToolResult(ref, error=str(exc))]
         except BaseException:
             if not stream.finish():
-                raise Cancelled("interrupted by user") from None
+                raise _interrupted(cancel) from None
             raise
         if not stream.finish():
             # Stopped by an interrupt that carries the partial text: this reply is stale.
-            raise Cancelled("interrupted by user")
+            raise _interrupted(cancel)
         usage.add(request.model, getattr(reply, "usage", None))
         try:
             return [ToolResult(ref, output=checked_reply(reply))]
@@ -358,6 +358,16 @@ def _complete(
         streams.release(stream)
         token, stop = registered  # the stream's stopper, off the turn's token again
         token.remove_callback(stop)
+
+
+def _interrupted(cancel: CancelToken) -> Cancelled:
+    """The end of a call whose stream ``world.interrupt`` stopped: its token is cancelled
+    first, so the lane drops the job. The interrupt's command reaches the tick after the
+    stop, and cancels the token there; until then the lane would take the call's end for
+    a model raising `Cancelled` on its own and give the agent an error, which could reach
+    the agent before the interrupt did (it did, under load)."""
+    cancel.cancel(INTERRUPTED)
+    return Cancelled(INTERRUPTED)
 
 
 def checked_reply(reply: object) -> ModelReply:

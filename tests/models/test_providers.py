@@ -183,6 +183,53 @@ def test_an_interrupt_closes_a_slow_stream_at_once_and_keeps_the_partial_text(
     assert world.result(agent) is None
 
 
+class _EndsWhenStopped:
+    """A model that streams a delta, then ends its call (``how``) once its stream is stopped:
+    returning its reply, raising a provider's error, or raising anything else."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+        self.ended = threading.Event()
+
+    def complete(self, request, cancel):
+        stopped = threading.Event()
+        request.stream.on_stop(stopped.set)
+        request.stream.delta("part ")
+        try:
+            assert stopped.wait(10), "the stream was never stopped"
+            if self.how == "returns":
+                return ModelReply("the whole reply")
+            if self.how == "raises ProviderError":
+                raise ProviderError("the connection closed")
+            raise OSError("the connection closed")
+        finally:
+            self.ended.set()
+
+
+@pytest.mark.parametrize("how", ["returns", "raises ProviderError", "raises OSError"])
+def test_a_call_whose_stream_an_interrupt_stopped_is_dropped_before_the_interrupt_lands(
+    how, live_world, caplog
+):
+    # world.interrupt stops the stream first and sends its command after; the call may end
+    # in between. Here it ends, and its lane job is over, before the command is sent: the
+    # job must be dropped, not fail, or the agent ends in error before the interrupt lands.
+    model = _EndsWhenStopped(how)
+    world = live_world(models={"default": model})
+    agent = world.spawn(thinker, "x")
+    world.start()
+    wait_for(lambda: world.streams.latest_lines().get(agent) == "part", 10, "the delta")
+    stopped = world.streams.stop(agent)  # the first half of world.interrupt
+    assert stopped is not None and stopped[1] == "part "
+    assert model.ended.wait(10)
+    wait_for(lambda: world.inference_lane.stats().busy == 0, 10, "the job to end")
+    stats = world.inference_lane.stats()
+    assert (stats.dropped, stats.failed) == (1, 0)
+    assert "raised Cancelled" not in caplog.text
+    world.interrupt(agent)  # its second half: the command
+    wait_for(lambda: world.history(agent)[-1].content == MARKER, 10, "the marker")
+    assert world.status(agent).kind is StatusKind.IDLE
+
+
 def test_a_late_chunk_after_the_stop_is_never_applied():
     from runtime.models import StreamHub
 
