@@ -45,13 +45,16 @@ class ReplayEffects:
 
     They count what was asked for, and remember what a resume needs to start again the work
     that was in flight when the run died: each agent's last model request, how many model
-    calls each agent made of each model, and every prompt the tick thread opened.
+    calls each agent made of each model, the model each call asked (by its ref: a resume
+    charges the replies' tokens to the live model's budget), and every prompt the tick
+    thread opened.
     """
 
     approval_required: frozenset[str] = frozenset()
     calls: dict[str, int] = field(default_factory=dict)
     thinking: dict[str, tuple[str, ModelRequest]] = field(default_factory=dict)
     model_calls: dict[tuple[str, str], int] = field(default_factory=dict)
+    models_of: dict[str, str] = field(default_factory=dict)
     prompts: dict[str, tuple[str, InteractionRequest]] = field(default_factory=dict)
 
     def _count(self, name: str) -> None:
@@ -62,6 +65,7 @@ class ReplayEffects:
         self.thinking[agent_id] = (ref, request)
         key = (request.model, agent_id)
         self.model_calls[key] = self.model_calls.get(key, 0) + 1
+        self.models_of[ref] = request.model
 
     def run_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken

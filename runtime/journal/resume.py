@@ -16,7 +16,9 @@ and still replays from tick 1 to its end:
   never reached the journal is opened now; one a tool had open is cancelled (its call is
   settled as above);
 - sleeps and the world's time carry on: a virtual clock is set to the last tick's time, a
-  real one continues from it.
+  real one continues from it;
+- token budgets carry on: each model's ``budget`` is charged with the tokens its recorded
+  replies used, agent by agent, so an agent past its allowance stays past it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from runtime.clock import Clock, ManualClock, MonotonicClock
 from runtime.errors import ConfigError, JournalError, ScenarioError
 from runtime.journal.replay import ReplayEffects, check_behaviors, rebuild, replay_ticks
 from runtime.journal.store import Journal, JournalReader, RecordedTick
-from runtime.models import Model
+from runtime.lane.jobs import ToolOutcome
+from runtime.models import Budget, Model, ModelReply
 from runtime.scenario import Scenario, build_models, build_tools, recorded_scenario
 from runtime.scenario.host import install_host
 from runtime.tools import ToolRegistry
@@ -118,6 +121,7 @@ def resume(
         else:
             target = journal
             journal.write_prefix(header, path, until)
+        _charge_budgets(world, effects, recorded)
         live = world._go_live(target)
         _restart(world, effects, live, _open_at_end(recorded))
     except BaseException:
@@ -270,6 +274,27 @@ def _restart(
                 opened.agent_id, request_id, Settlement.CANCELLED, neutral, opened.at, now, kind
             )
             world.post(settled)
+
+
+def _charge_budgets(world: World, effects: ReplayEffects, recorded: list[RecordedTick]) -> None:
+    """Charge each live model's ``budget`` with what the journal's replies used.
+
+    A budget lives in its provider, which a replay never calls: without this, every agent
+    of a resumed run would start on a full allowance again.
+    """
+    for tick in recorded:
+        for _seq, item in tick.inputs:
+            if type(item) is not ToolOutcome:
+                continue
+            model_name = effects.models_of.get(item.batch_id)
+            if model_name is None:
+                continue
+            budget = getattr(world.models.get(model_name), "budget", None)
+            if not isinstance(budget, Budget):
+                continue
+            for result in item.results:
+                if isinstance(result.output, ModelReply):
+                    budget.charge(item.agent_id, result.output.usage)
 
 
 def _seek_models(world: World, effects: ReplayEffects, thinking: dict[str, str]) -> None:

@@ -505,6 +505,51 @@ def _think_times(n):
         yield Think(f"step {i}")
 
 
+def three_thinks(turn):
+    yield from _think_times(3)
+
+
+def test_a_resumed_run_keeps_each_agents_spent_tokens_against_its_budget(openai_server, tmp_path):
+    from runtime import ManualClock, resume
+
+    # Each reply costs 10 tokens and the budget is 15: the third Think of a run never
+    # killed is refused. Killed with the second call in flight, the resumed run issues that
+    # call again (10 + 10 tokens) and must refuse the third just the same.
+    path = tmp_path / "run.db"
+    stall = threading.Event()
+    openai_server.script(openai_text("r0"), openai_text("r1", stall))
+    model = OpenAIChat("m", base_url=openai_server.url, budget=Budget(tokens=15))
+    world = World(
+        clock=ManualClock(),
+        models={"default": model},
+        journal=Journal.create(path),
+        lockstep=False,
+    )
+    try:
+        spender = world.spawn(three_thinks, "x")
+        world.tick()
+        wait_for(lambda: world.inference_lane.stats().finished == 1, 10, "the first reply")
+        world.tick()  # the first reply lands; the second call starts
+        openai_server.wait_requests(2)
+        world._journal.close()  # the process dies here: nothing after reaches the journal
+        world._journal = None
+    finally:
+        stall.set()
+        world.close()
+    openai_server.script(openai_text("r1 again"), openai_text("r2"))
+    again = OpenAIChat("m", base_url=openai_server.url, budget=Budget(tokens=15))
+    resumed = resume(path, models={"default": again})
+    try:
+        resumed.run_until_idle(timeout=10)
+        status = resumed.status(spender)
+        assert status.kind is StatusKind.ERROR, status
+        assert "has used its token budget for model 'm': 20 of 15 tokens" in status.message
+        assert again.budget.used(spender) == 20
+    finally:
+        resumed.close()
+    assert len(openai_server.requests) == 3  # the call in flight again, never the third
+
+
 def test_usage_of_a_run_is_in_its_outcomes(openai_server, live_world):
     openai_server.script(openai_text("a", usage=(5, 1)), openai_text("b", usage=(6, 2)))
     world = live_world(models={"default": OpenAIChat("m", base_url=openai_server.url)})
