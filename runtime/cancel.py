@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -109,10 +110,37 @@ class CancelToken:
         return event.wait(timeout)
 
     def child(self) -> CancelToken:
-        """A new token cancelled whenever this one is (with the same reason)."""
+        """A new token cancelled whenever this one is (with the same reason).
+
+        The parent holds its child weakly: a child dropped before the parent fires takes
+        its link out of the parent, so a long-lived token (a turn's) that hands out a
+        child per call does not keep every one. A child keeps its own parent alive (a
+        grandchild still follows the root when the child between them was dropped).
+        """
         child = CancelToken()
-        self.add_callback(lambda parent: child.cancel(parent.reason or "cancelled"))
+        held = weakref.ref(child)
+
+        def follow(parent: CancelToken) -> None:
+            alive = held()
+            if alive is not None:
+                alive.cancel(parent.reason or "cancelled")
+
+        self.add_callback(follow)
+        if not self.cancelled:
+            weakref.finalize(child, self._unlink, follow).atexit = False
         return child
+
+    def _unlink(self, callback: Callback) -> None:
+        # A dead child's finalizer: it may run inside a collection that an allocation made
+        # while this thread holds `_lock` (the lock is not reentrant), so it never waits
+        # for it. Missed, the link stays behind, inert: it holds its child weakly.
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self._callbacks is not None and callback in self._callbacks:
+                self._callbacks.remove(callback)
+        finally:
+            self._lock.release()
 
     def raise_if_cancelled(self) -> None:
         """Raise ``Cancelled`` with the token's reason if it has fired."""

@@ -1,5 +1,6 @@
 """Cancel tokens fire once, trees follow their parents, and interrupts re-arm per turn."""
 
+import gc
 import os
 import pickle
 import threading
@@ -30,6 +31,41 @@ def test_children_follow_their_parent_and_not_the_reverse():
     assert not parent.cancelled and not child.cancelled
     parent.cancel("stop")
     assert child.reason == "stop" and grandchild.reason == "stop"
+
+
+def test_a_dropped_child_leaves_nothing_in_its_parent_and_a_kept_one_still_follows():
+    parent = CancelToken()
+    for _ in range(1000):
+        parent.child()  # a child per call of a long turn, dropped when the call ends
+    grandchild = parent.child().child()  # the child between them is dropped at once
+    kept = parent.child()
+    gc.collect()
+    assert len(parent._callbacks or ()) == 2  # the kept child's link and the grandchild's
+    parent.cancel("stop")
+    assert kept.reason == "stop" and grandchild.reason == "stop"
+
+
+def test_a_child_that_dies_while_its_parent_is_locked_never_deadlocks():
+    # A child in a reference cycle dies in a collection, which an allocation made under
+    # the parent's lock can set off on the same thread: its finalizer must not wait.
+    parent = CancelToken()
+    child = parent.child()
+    child.add_callback(lambda _token, me=child: me)  # a cycle: child -> callback -> child
+    del child
+    gc.disable()  # the collection below is the one that finds it
+    collected = threading.Event()
+
+    def collect_under_the_lock() -> None:
+        with parent._lock:
+            gc.collect()  # hangs here if the finalizer waits for the lock
+        collected.set()
+
+    try:
+        threading.Thread(target=collect_under_the_lock, daemon=True).start()
+        assert collected.wait(10), "the dead child's finalizer waited for its parent's lock"
+    finally:
+        gc.enable()
+    assert parent.cancel("stop")
 
 
 def test_a_child_of_a_cancelled_token_is_born_cancelled():
