@@ -10,8 +10,9 @@ from pathlib import Path
 
 from runtime.cli.args import int_at_least
 from runtime.cli.observe import check_metrics_address
-from runtime.cli.run import run_world, signals_set
+from runtime.cli.run import announce_backend, run_world, signals_set
 from runtime.cli.serve import serve_world
+from runtime.cluster import tool_backend
 from runtime.errors import JournalError, ScenarioError
 from runtime.journal import Journal, JournalReader, resume
 from runtime.scenario import (
@@ -95,13 +96,24 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if args.fork is not None:
             fork = Journal.create(args.fork, scenario=stored)
         try:
+            # The run's lane backend again (a Dask cluster): started before the replay,
+            # so a cluster that cannot be reached stops the resume before anything runs.
+            settings = scenario.world
+            announce_backend(scenario)
+            backend = tool_backend(
+                settings.lane_backend,
+                scheduler_address=settings.scheduler_address,
+                workers=settings.workers,
+                retries=settings.retries,
+            )
             return resume(
                 args.journal,
-                tools=build_tools(scenario),
+                tools=build_tools(scenario, ship_by_value=backend is not None),
                 models=build_models(scenario),
                 behaviors=scenario.behaviors,
                 at_tick=args.at_tick,
                 journal=fork,
+                tool_executor=backend,
             )
         except BaseException:
             if fork is not None:  # nothing was run: leave no half-made fork behind

@@ -12,6 +12,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from runtime.cancel import CancelToken
 from runtime.clock import Clock, ManualClock
 from runtime.errors import BehaviorNotFound, ConfigError, JournalError, ReplayDivergence
 from runtime.journal.store import JournalReader, RecordedTick
+from runtime.lane.backend import ToolBackend
 from runtime.models import Model, ModelRequest
 from runtime.scenario.host import install_host
 from runtime.scenario.load import register_scenario_behaviors
@@ -219,11 +221,14 @@ def rebuild(
     clock: Clock | None = None,
     setup: Callable[[World], object] | None = None,
     scenario_behaviors: bool = True,
+    tool_executor: Executor | ToolBackend | None = None,
 ) -> World:
     """A world built from a journal's header, before its first tick, with ``effects``.
 
     ``scenario_behaviors`` registers the behaviours of the scenario the header stores
-    (``replay`` does; ``resume`` registers its own). ``setup(world)`` runs last.
+    (``replay`` does; ``resume`` registers its own). ``tool_executor`` is handed to the
+    world (``resume``'s live run: a Dask backend); the world closes it, even on failure.
+    ``setup(world)`` runs last.
 
     Raises:
         JournalError: the header lacks a setting or holds a bad one.
@@ -244,8 +249,10 @@ def rebuild(
             track_digests=True,
             # A resumed world goes on delivering as the run did (None: the clock decides).
             lockstep=header.get("lockstep"),
+            tool_executor=tool_executor,
         )
     except (KeyError, TypeError, ValueError) as exc:
+        _close(tool_executor)  # a bad header: the world may not have taken it yet
         raise JournalError(f"journal header is missing or has a bad setting: {exc}") from exc
     try:
         if scenario_behaviors and header.get("scenario"):
@@ -259,6 +266,12 @@ def rebuild(
         world.close()
         raise
     return world
+
+
+def _close(executor: Executor | ToolBackend | None) -> None:
+    # A backend handed over is ours to close (idempotent); a bare executor is borrowed.
+    if isinstance(executor, ToolBackend):
+        executor.close()
 
 
 def check_behaviors(world: World, recorded: list[RecordedTick]) -> None:

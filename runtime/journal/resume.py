@@ -24,6 +24,7 @@ and still replays from tick 1 to its end:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from runtime.clock import Clock, ManualClock, MonotonicClock
 from runtime.errors import ConfigError, JournalError, ScenarioError
 from runtime.journal.replay import ReplayEffects, check_behaviors, rebuild, replay_ticks
 from runtime.journal.store import Journal, JournalReader, RecordedTick
+from runtime.lane.backend import ToolBackend
 from runtime.lane.jobs import ToolOutcome
 from runtime.models import Budget, Model, ModelReply
 from runtime.scenario import Scenario, build_models, build_tools, recorded_scenario
@@ -62,6 +64,7 @@ def resume(
     clock: Clock | None = None,
     at_tick: int | None = None,
     journal: Journal | None = None,
+    tool_executor: Executor | ToolBackend | None = None,
 ) -> World:
     """A live world carrying on the run the journal at ``path`` recorded.
 
@@ -75,6 +78,10 @@ def resume(
     installed modules, never from the place the journal names. ``setup(world)`` registers
     again what the host registered (as for ``replay``). ``clock`` defaults to the journal's
     kind of clock, starting at its last tick's time; world time never goes back.
+    ``tool_executor`` is what the live run's tool jobs run on, as for ``World`` (a
+    `runtime.cluster.DaskBackend` for a run that had one: handed over, it is closed with
+    the world, or here if the resume fails); tools built from the scenario are then
+    shipped by value, as ``tickwork run`` ships them.
 
     Raises:
         JournalError: the journal cannot be read, a tick of it is missing, or it cannot be
@@ -86,17 +93,23 @@ def resume(
         ConfigError: a bad argument (``at_tick`` without a new ``journal``).
     """
     where = str(path)
-    with JournalReader(path) as reader:
-        header = reader.header
-        last = reader.tick_count()
-        until = _checked_at_tick(where, at_tick, journal, last)
-        recorded = list(reader.ticks(until, states=False))
-    if journal is not None and Path(journal.path).resolve() == Path(path).resolve():
-        raise JournalError(f"cannot fork {where!r} into itself: `journal` must be a new file")
-    tools, models, behaviors, scenario = _parts(where, header, tools, models, behaviors)
-    _check_settings(where, header, tools, models)
-    last_now = recorded[-1].now if recorded else float(header.get("start", 0.0))
-    clock = _clock(where, header, clock, last_now)
+    try:
+        with JournalReader(path) as reader:
+            header = reader.header
+            last = reader.tick_count()
+            until = _checked_at_tick(where, at_tick, journal, last)
+            recorded = list(reader.ticks(until, states=False))
+        if journal is not None and Path(journal.path).resolve() == Path(path).resolve():
+            raise JournalError(f"cannot fork {where!r} into itself: `journal` must be a new file")
+        ship = tool_executor is not None
+        tools, models, behaviors, scenario = _parts(where, header, tools, models, behaviors, ship)
+        _check_settings(where, header, tools, models)
+        last_now = recorded[-1].now if recorded else float(header.get("start", 0.0))
+        clock = _clock(where, header, clock, last_now)
+    except BaseException:
+        if isinstance(tool_executor, ToolBackend):
+            tool_executor.close()  # handed over, and no world took it
+        raise
     effects = ReplayEffects(frozenset(header.get("approval_required", ())))
     world = rebuild(
         header,
@@ -107,6 +120,7 @@ def resume(
         clock=clock,
         setup=setup,
         scenario_behaviors=False,
+        tool_executor=tool_executor,
     )
     target: Journal | None = None
     try:
@@ -151,9 +165,11 @@ def _parts(
     tools: ToolRegistry | None,
     models: Mapping[str, Model] | None,
     behaviors: Mapping[str, Behavior] | None,
+    ship_by_value: bool,
 ) -> tuple[ToolRegistry, Mapping[str, Model], dict[str, Behavior], Scenario | None]:
     """What the live world runs: as given, else built from the header's scenario (which is
-    returned too, when the header stores one and something was built from it)."""
+    returned too, when the header stores one and something was built from it; its tools
+    ``ship_by_value`` to an executor in other processes)."""
     stored = header.get("scenario")
     missing = tools is None or models is None or behaviors is None
     scenario = None
@@ -167,7 +183,7 @@ def _parts(
                 " `tickwork resume --scenario FILE`, or pass tools, models and behaviors)"
             ) from None
         if tools is None:
-            tools = build_tools(scenario)
+            tools = build_tools(scenario, ship_by_value=ship_by_value)
         if models is None:
             models = build_models(scenario)
         behaviors = {**scenario.behaviors, **(behaviors or {})}

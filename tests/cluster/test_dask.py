@@ -591,3 +591,61 @@ def test_a_scenario_on_a_local_cluster_ends_as_on_the_thread_lane_and_replays(tm
     assert 1 <= len(dask_pids) <= 2
     assert "dask-local" in dask["backend"]
     assert replay(tmp_path / "dask" / "run.db").ticks > 0
+
+
+def _tool_pids(journal: Path, after_tick: int) -> set[int]:
+    from runtime.journal import JournalReader
+
+    pids = set()
+    with JournalReader(journal) as reader:
+        for tick in reader.ticks():
+            for _, item in tick.inputs:
+                if tick.tick > after_tick and isinstance(item, ToolOutcome):
+                    pids.update(r.output["pid"] for r in item.results if r.error is None)
+    return pids
+
+
+@pytest.mark.dask
+def test_a_dask_scenario_resumed_runs_its_tools_on_a_cluster_again(tmp_path):
+    import json
+    import subprocess
+
+    # Stopped after the first tick with its calls in flight, then resumed: the calls cut (an
+    # idempotent tool runs again) and every later one run on the scenario's cluster, not on
+    # the resuming process's threads, with the tool module shipped to the workers.
+    (tmp_path / "where_tools.py").write_text(WHERE_TOOLS)
+    scenario = SCENARIO.format(backend='lane_backend = "dask-local"\nworkers = 2').replace(
+        'python = "where_tools:where"', 'python = "where_tools:where"\nidempotent = true'
+    )
+    (tmp_path / "s.toml").write_text(scenario)
+    journal = tmp_path / "run.db"
+    first = subprocess.run(
+        [TICKWORK, "run", "s.toml", "--journal", str(journal), "--ticks", "1", "--json"],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["agents"] != {"complete": 60}  # stopped part way
+    proc = subprocess.Popen(
+        [TICKWORK, "resume", str(journal), "--scenario", "s.toml", "--json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    done = json.loads(out)
+    assert done["agents"] == {"complete": 60}
+    assert "dask-local" in done["backend"]
+    assert "starting 2 local dask workers" in err
+    pids = _tool_pids(journal, after_tick=1)
+    assert pids and proc.pid not in pids  # ran in the workers
+    assert 1 <= len(pids) <= 2
+    assert replay(journal).ticks > 1
