@@ -18,7 +18,9 @@ from typing import Any
 
 import esper
 
+from components import PromptSettled
 from runtime.clock import Clock
+from runtime.lane.jobs import ToolOutcome
 from runtime.world import sigint
 from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
 from runtime.world.effects import LiveEffects
@@ -31,6 +33,8 @@ from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
 from runtime.world.state import AgentRecord, WorldState
 from runtime.world.timers import HostTimers
+from systems.collect_outcomes import collect_one
+from systems.step_behaviors import step_ready
 
 __all__ = ["ESPER_LOCK", "TickMachine"]
 
@@ -84,6 +88,9 @@ class TickMachine:
     # `_lean_tick`'s systems: () until the first tick looks, None if the pipeline is not
     # the one it knows (a stage added or moved: then every tick walks it whole).
     _lean: tuple[Any, ...] | None = ()
+    # Whether a tick of one outcome may take `_settle_tick` (tests switch it off to compare
+    # it with the whole pipeline).
+    _settling = True
     # A world that tracks no digest drops each tick's dirty set (it held every agent ever
     # touched, 52 B each at 100k agents) until `digest()` is first asked for: that call
     # folds every record, as it would have (all are dirty since their creation), and from
@@ -120,7 +127,12 @@ class TickMachine:
             lockstep.release(now)
         deferring = sigint.enter()
         try:
-            return self._tick(self._inbox.drain(), now)
+            inputs = self._inbox.drain()
+            if lockstep is None and len(inputs) == 1 and self._settling:
+                report = self._settle_tick(inputs)
+                if report is not None:
+                    return report
+            return self._tick(inputs, now)
         finally:
             if deferring:
                 sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
@@ -222,6 +234,97 @@ class TickMachine:
             observers = observers + self._input_observers
         self._notify(observers, report, inputs)
         return report
+
+    def _settle_tick(  # noqa: PLR0915 - hot: the wake-up's tick, inlined
+        self, inputs: list[tuple[int, object]]
+    ) -> TickReport | None:
+        """The settlement's tick: one outcome (a prompt settled, a lane job done) and nothing
+        else to do, in a world nobody watches closely; None (nothing done) otherwise.
+
+        The wake-up path: a person answers, a tool batch finishes, and the tick's only work
+        is to apply it and step its agent. This is `_tick` + `_tick_body` + `_lean_tick`
+        for that case in one frame: the same stages in the same order, the same report,
+        made only where the stages it leaves out have nothing to do (no host system or
+        timer, no probe, metrics or journal, no abort, interrupt or outcome left over), and
+        the outcome applied by `systems.collect_outcomes.collect_one`. Agents ready or due
+        besides the settled one step with it, as in the lean tick.
+        ``tests/world/test_settle_tick.py`` compares it with the lean tick.
+        """
+        item = inputs[0][1]
+        cls = item.__class__
+        if cls is not PromptSettled and cls is not ToolOutcome:
+            return None
+        lean = self._lean
+        state = self._state
+        if (
+            not lean
+            or self._host.systems
+            or self._timers
+            or self._probe is not None
+            or self._recorder is not None
+            or self._tick_probe is not None
+            or self._journal is not None
+            or state.to_abort
+            or state.to_interrupt
+            or state.outcomes
+        ):
+            return None
+        name = self._name
+        with self._lock, ESPER_LOCK:
+            previous = esper.current_world
+            if previous != name:
+                esper.switch_world(name)
+            try:
+                state.probe = None
+                state.tick += 1
+                now = state.now = self.clock.now()
+                state.inputs = inputs
+                state.changed_this_tick = 1
+                state.stepped = 0
+                esper.clear_dead_entities()  # what esper.process does first
+                step, dispatch, reflect, mirror = lean[5:]
+                # The lean tick's stages from ExpirePrompts on, for one outcome (inputs
+                # that are all outcomes are set aside for CollectOutcomes, as ApplyInputs
+                # would; nothing was queued for the abort or the interrupts).
+                state.effects.expire_prompts(now)  # ExpirePrompts.process
+                collect_one(state, inputs[0][0], item)  # CollectOutcomes.process
+                sleepers = state.sleepers
+                if sleepers and sleepers[0] <= now:
+                    step.process(state)
+                elif state.ready:
+                    step_ready(state)  # StepBehaviors.process, no sleeper due
+                if state.to_dispatch:
+                    dispatch.process(state)
+                if state.prompt_changed:
+                    reflect.process(state)
+                mirror.process(state)
+                state.inputs = []
+                if state.created:
+                    self._note_new_agents()
+                if self._track_digests or state.to_forget or state.keep_finished is not None:
+                    digest = self._record(inputs, None)
+                else:  # `_record_nothing`, inlined
+                    digest = None
+                    if state.dirty and not self._keep_dirty:
+                        state.dirty.clear()
+                        self._dirty_dropped = True
+                report = TickReport(
+                    state.tick,
+                    now,
+                    1,
+                    state.stepped,
+                    state.changed_this_tick,
+                    digest,
+                    self._host.take_errors() if self._host.errors else (),
+                )
+                observers = self._observers
+                if self._input_observers:
+                    observers = observers + self._input_observers
+                self._notify(observers, report, inputs)
+                return report
+            finally:
+                if previous != name:
+                    esper.switch_world(previous)
 
     def _lean_tick(self, state: WorldState, inputs: list[tuple[int, object]]) -> bool:
         """Run the built-in stages of a tick that can have work, as ``esper.process`` would
