@@ -34,7 +34,8 @@ from runtime.world.report import TickReport
 from runtime.world.state import AgentRecord, WorldState
 from runtime.world.timers import HostTimers
 from systems.collect_outcomes import collect_one
-from systems.step_behaviors import step_ready
+from systems.lifecycle import reflect
+from systems.step_behaviors import step_one, step_ready
 
 __all__ = ["ESPER_LOCK", "TickMachine"]
 
@@ -260,9 +261,8 @@ class TickMachine:
             not lean
             or self._host.systems
             or self._timers
-            or self._probe is not None
+            or self._probe is not None  # else no probe wants `ticked` either
             or self._recorder is not None
-            or self._tick_probe is not None
             or self._journal is not None
             or state.to_abort
             or state.to_interrupt
@@ -282,7 +282,7 @@ class TickMachine:
                 state.changed_this_tick = 1
                 state.stepped = 0
                 esper.clear_dead_entities()  # what esper.process does first
-                step, dispatch, reflect, mirror = lean[5:]
+                step, dispatch, _reflect, mirror = lean[5:]
                 # The lean tick's stages from ExpirePrompts on, for one outcome (inputs
                 # that are all outcomes are set aside for CollectOutcomes, as ApplyInputs
                 # would; nothing was queued for the abort or the interrupts).
@@ -291,12 +291,20 @@ class TickMachine:
                 sleepers = state.sleepers
                 if sleepers and sleepers[0] <= now:
                     step.process(state)
-                elif state.ready:
-                    step_ready(state)  # StepBehaviors.process, no sleeper due
+                else:  # StepBehaviors.process, no sleeper due
+                    ready = state.ready
+                    if len(ready) == 1:
+                        step_one(state)  # the settled agent alone, usually
+                    elif ready:
+                        step_ready(state)
                 if state.to_dispatch:
                     dispatch.process(state)
-                if state.prompt_changed:
-                    reflect.process(state)
+                changed = state.prompt_changed
+                if changed:  # ReflectInteractionStatus.process
+                    state.prompt_changed = {}
+                    for rec in changed.values():
+                        if reflect(rec):
+                            state.touch(rec)
                 mirror.process(state)
                 state.inputs = []
                 if state.created:
