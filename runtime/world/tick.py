@@ -35,7 +35,8 @@ from runtime.world.state import AgentRecord, WorldState
 from runtime.world.timers import HostTimers
 from systems.collect_outcomes import collect_one
 from systems.lifecycle import reflect
-from systems.step_behaviors import step_one, step_ready
+from systems.mirror_lane_stats import LaneGauge
+from systems.step_behaviors import step_one
 
 __all__ = ["ESPER_LOCK", "TickMachine"]
 
@@ -58,6 +59,25 @@ log = logging.getLogger("tickwork.world")
 
 ESPER_LOCK = threading.RLock()
 """esper keeps module-global state: ticks of different worlds in one process take turns."""
+
+
+# esper keeps each world that is not current in `_context_map`, as the tuple of its module
+# globals `switch_world` saved when it switched away (esper 3.9; checked by
+# `tests/world/test_settle_tick.py`): while the world is not current nothing changes them.
+_ESPER_WORLDS: dict[str, tuple[Any, ...]] = getattr(esper, "_context_map", {})
+_SAVED_FIELDS, _DEAD, _QUERIES, _DIRTY = 11, 3, 4, 8
+
+
+def _esper_quiet(name: str, mirror: Any) -> bool:
+    """Whether the esper world ``name`` (not current) can be left alone by a settlement's
+    tick: no entity of it waits to be deleted (``esper.clear_dead_entities`` would do
+    nothing) and its query cache holds the lane gauges' list the mirror knows (so the
+    mirror needs no query). Then only a spawn or the tick's record (releases, host
+    components) touches esper, and the tick switches in for those alone."""
+    saved = _ESPER_WORLDS.get(name)
+    if saved is None or len(saved) != _SAVED_FIELDS or saved[_DEAD] or saved[_DIRTY]:
+        return False
+    return bool(mirror.knows(saved[_QUERIES].get(LaneGauge)))
 
 
 class TickMachine:
@@ -270,9 +290,12 @@ class TickMachine:
         ):
             return None
         name = self._name
+        step, dispatch, _reflect, mirror = lean[5:]
         with self._lock, ESPER_LOCK:
             previous = esper.current_world
-            if previous != name:
+            # Outside: the tick leaves esper alone unless it must go in (`_esper_quiet`).
+            outside = previous != name and not state.host_actions and _esper_quiet(name, mirror)
+            if previous != name and not outside:
                 esper.switch_world(name)
             try:
                 state.probe = None
@@ -281,22 +304,22 @@ class TickMachine:
                 state.inputs = inputs
                 state.changed_this_tick = 1
                 state.stepped = 0
-                esper.clear_dead_entities()  # what esper.process does first
-                step, dispatch, _reflect, mirror = lean[5:]
+                if not outside:  # outside, no entity waits to be deleted
+                    esper.clear_dead_entities()  # what esper.process does first
                 # The lean tick's stages from ExpirePrompts on, for one outcome (inputs
                 # that are all outcomes are set aside for CollectOutcomes, as ApplyInputs
                 # would; nothing was queued for the abort or the interrupts).
                 state.effects.expire_prompts(now)  # ExpirePrompts.process
                 collect_one(state, inputs[0][0], item)  # CollectOutcomes.process
                 sleepers = state.sleepers
-                if sleepers and sleepers[0] <= now:
+                ready = state.ready
+                if len(ready) == 1 and not (sleepers and sleepers[0] <= now):
+                    # StepBehaviors.process: the settled agent alone, usually.
+                    step_one(state, self._esper_enter if outside else None)
+                elif ready or (sleepers and sleepers[0] <= now):
+                    if outside:  # a spawn among several steps: in before any of them
+                        self._esper_enter()
                     step.process(state)
-                else:  # StepBehaviors.process, no sleeper due
-                    ready = state.ready
-                    if len(ready) == 1:
-                        step_one(state)  # the settled agent alone, usually
-                    elif ready:
-                        step_ready(state)
                 if state.to_dispatch:
                     dispatch.process(state)
                 changed = state.prompt_changed
@@ -305,11 +328,16 @@ class TickMachine:
                     for rec in changed.values():
                         if reflect(rec):
                             state.touch(rec)
-                mirror.process(state)
+                if outside and esper.current_world != name:
+                    mirror.mirror_known()  # the gauges' query as it was cached: no esper
+                else:
+                    mirror.process(state)
                 state.inputs = []
                 if state.created:
                     self._note_new_agents()
                 if self._track_digests or state.to_forget or state.keep_finished is not None:
+                    if outside:  # releases delete entities; host components are esper's
+                        self._esper_enter()
                     digest = self._record(inputs, None)
                 else:  # `_record_nothing`, inlined
                     digest = None
@@ -331,8 +359,13 @@ class TickMachine:
                 self._notify(observers, report, inputs)
                 return report
             finally:
-                if previous != name:
+                if esper.current_world != previous:
                     esper.switch_world(previous)
+
+    def _esper_enter(self) -> None:
+        """Switch to this world's esper world, in a settlement's tick begun outside it."""
+        if esper.current_world != self._name:
+            esper.switch_world(self._name)
 
     def _lean_tick(self, state: WorldState, inputs: list[tuple[int, object]]) -> bool:
         """Run the built-in stages of a tick that can have work, as ``esper.process`` would
