@@ -4,7 +4,9 @@
 API and this module as what happens inside ``tick()``: lockstep's wait for lane work, the
 inputs applied, the pipeline run under the world's lock and the esper lock, the digest
 folded, finished agents released, the tick journaled (its lane jobs held until then), and
-the report handed to probes and observers.
+the report handed to probes and observers. A tick of one outcome and nothing else to do
+(the wake-up: an answer, a finished job) takes `TickMachine._settle_tick`, the same stages
+in one frame.
 """
 
 from __future__ import annotations
@@ -265,10 +267,11 @@ class TickMachine:
         The wake-up path: a person answers, a tool batch finishes, and the tick's only work
         is to apply it and step its agent. This is `_tick` + `_tick_body` + `_lean_tick`
         for that case in one frame: the same stages in the same order, the same report,
-        made only where the stages it leaves out have nothing to do (no host system or
-        timer, no probe, metrics or journal, no abort, interrupt or outcome left over), and
-        the outcome applied by `systems.collect_outcomes.collect_one`. Agents ready or due
-        besides the settled one step with it, as in the lean tick.
+        made only where the stages it leaves out have nothing to do (not in lockstep, no
+        host system or timer, no probe, metrics or journal, no abort, interrupt or outcome
+        left over), and the outcome applied by `systems.collect_outcomes.collect_one`.
+        Agents ready or due besides the settled one step with it, as in the lean tick. It
+        switches esper worlds only when something it runs needs esper (`_esper_quiet`).
         ``tests/world/test_settle_tick.py`` compares it with the lean tick.
         """
         item = inputs[0][1]
