@@ -280,21 +280,21 @@ class TickMachine:
             return None
         lean = self._lean
         state = self._state
-        if (
-            not lean
-            or self._host.systems
-            or self._timers
-            or self._probe is not None  # else no probe wants `ticked` either
-            or self._recorder is not None
-            or self._journal is not None
-            or state.to_abort
-            or state.to_interrupt
-            or state.outcomes
-        ):
-            return None
-        name = self._name
-        step, dispatch, _reflect, mirror = lean[5:]
-        with self._lock, ESPER_LOCK:
+        with self._lock, ESPER_LOCK:  # what it checks may change between ticks, under it
+            if (
+                not lean
+                or self._host.systems
+                or self._timers
+                or self._probe is not None  # else no probe wants `ticked` either
+                or self._recorder is not None
+                or self._journal is not None
+                or state.to_abort
+                or state.to_interrupt
+                or state.outcomes
+            ):
+                return None
+            name = self._name
+            step, dispatch, _reflect, mirror = lean[5:]
             previous = esper.current_world
             # Outside: the tick leaves esper alone unless it must go in (`_esper_quiet`).
             outside = previous != name and not state.host_actions and _esper_quiet(name, mirror)
