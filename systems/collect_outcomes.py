@@ -8,6 +8,7 @@ import esper
 
 from components import (
     InteractionKind,
+    InteractionRequest,
     Phase,
     PromptOpened,
     PromptSettled,
@@ -30,7 +31,7 @@ from .lifecycle import (
     resume_with,
 )
 
-__all__ = ["DENIED", "CollectOutcomes"]
+__all__ = ["DENIED", "CollectOutcomes", "collect_one"]
 
 DENIED = "denied by operator"
 
@@ -53,6 +54,57 @@ class CollectOutcomes(esper.Processor):
                 _collect(state, rec, seq, item)
             except BaseException as exc:  # fails this agent only, whatever it is
                 fail(state, rec, exc, "CollectOutcomes")
+
+
+def collect_one(state: WorldState, seq: int, item: Any) -> None:
+    """What ``CollectOutcomes.process`` does when ``item`` (at ``seq``) is the tick's only
+    outcome: the settlement's tick (`runtime.world.tick`). The same rules; the wake-up's
+    case, an answer to the agent's own ``Ask`` while it waits on that prompt alone, is
+    applied here without the general dispatch (``_collect``, ``drop_prompt``,
+    ``_deliver_settlement``), in the same order and with the same changes."""
+    rec = state.records.get(item.agent_id)
+    if rec is None:
+        return  # a prompt a host opened for no agent of ours, say
+    try:
+        if item.__class__ is PromptSettled:
+            turn = rec.turn
+            kind = rec.status.kind
+            prompt = rec.prompts
+            request_id = item.request_id
+            if (
+                (kind is StatusKind.WAITING or kind is StatusKind.ACTIVE)
+                and turn.phase is Phase.AWAITING_INPUT
+                and turn.pending is None
+                and turn.inflight == request_id
+                and item.kind is not InteractionKind.TOOL_APPROVAL
+                and prompt.__class__ is InteractionRequest
+                and prompt.id == request_id
+            ):
+                # drop_prompt (the one open prompt was this one), then touch.
+                rec.prompts = None
+                ordinal = rec.ordinal
+                state.prompt_changed[ordinal] = rec
+                dirty = state.dirty
+                dirty[ordinal] = rec
+                state.changed_this_tick += 1
+                response = item.response
+                add_history(state, rec, "user", response.value)
+                # resume_with, for an agent neither paused nor terminal with no prompt open
+                # now: make_ready puts it in `ready`, set_active makes it ACTIVE.
+                turn.send_value = response
+                turn.phase = Phase.READY
+                turn.inflight = turn.pending = turn.deadline = None
+                rec.sleep_seq = 0
+                state.lane_waiting.pop(ordinal, None)
+                state.ready[ordinal] = rec
+                status = rec.status
+                status.kind, status.reason, status.message = StatusKind.ACTIVE, None, ""
+                dirty[ordinal] = rec
+                state.changed_this_tick += 1
+                return
+        _collect(state, rec, seq, item)
+    except BaseException as exc:  # fails this agent only, whatever it is
+        fail(state, rec, exc, "CollectOutcomes")
 
 
 def _hold(rec: AgentRecord, seq: int, item: object) -> None:

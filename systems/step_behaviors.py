@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import esper
@@ -13,7 +14,7 @@ from runtime.world.state import AgentRecord, Throw, WorldState
 
 from .lifecycle import await_children, create_agent, end_turn, fail, finish, resume_with
 
-__all__ = ["StepBehaviors", "step_ready", "take_action"]
+__all__ = ["StepBehaviors", "step_one", "step_ready", "take_action"]
 
 _WORK = (Think, CallTools, Ask)
 
@@ -96,6 +97,52 @@ def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
     stepped = len(ready) - skipped  # behaviours advanced (or ended) this tick
     state.stepped += stepped
     state.changed_this_tick += stepped
+
+
+def step_one(state: WorldState, enter: Callable[[], object] | None = None) -> None:
+    """``step_ready`` when ``state.ready`` holds exactly one agent (the settlement's tick,
+    `runtime.world.tick`): the same step and the same counts, without the loop's set-up;
+    the action goes to ``take_action``, but for a ``Sleep(0)`` (one more step next tick).
+
+    ``enter`` is called before a ``Spawn`` is taken, the one action whose taking touches
+    esper (the child's entity): a tick that began outside its esper world enters it then.
+    """
+    ready = state.ready
+    next_ready: dict[int, AgentRecord] = {}
+    state.ready = next_ready
+    ((ordinal, rec),) = ready.items()
+    state.dirty[ordinal] = rec
+    turn = rec.turn
+    try:
+        phase = turn.phase
+        if phase is not Phase.READY and phase is not Phase.SLEEPING:
+            return  # readiness went stale (interrupted, cancelled): nothing stepped
+        value = turn.send_value
+        try:
+            if value is None:
+                action = turn.behavior.send(None)  # type: ignore[union-attr]
+            else:
+                turn.send_value = None
+                gen = turn.behavior
+                assert gen is not None
+                action = gen.throw(value.error) if value.__class__ is Throw else gen.send(value)
+        except StopIteration as stop:
+            end_turn(state, rec, stop.value)
+        except BaseException as exc:  # SystemExit, a stray Cancelled: this agent's
+            fail(state, rec, exc)
+        else:
+            if action.__class__ is Sleep and action.seconds <= 0:  # take_action's, inlined
+                turn.phase = Phase.SLEEPING
+                turn.deadline = state.now
+                next_ready[ordinal] = rec
+            else:
+                if enter is not None and action.__class__ is Spawn:
+                    enter()
+                take_action(state, rec, action, next_ready)
+    except BaseException as exc:
+        fail(state, rec, exc, "StepBehaviors")
+    state.stepped += 1
+    state.changed_this_tick += 1
 
 
 def take_action(

@@ -4,7 +4,9 @@
 API and this module as what happens inside ``tick()``: lockstep's wait for lane work, the
 inputs applied, the pipeline run under the world's lock and the esper lock, the digest
 folded, finished agents released, the tick journaled (its lane jobs held until then), and
-the report handed to probes and observers.
+the report handed to probes and observers. A tick of one outcome and nothing else to do
+(the wake-up: an answer, a finished job) takes `TickMachine._settle_tick`, the same stages
+in one frame.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any
 
 import esper
 
+from components import PromptSettled
 from runtime.clock import Clock
+from runtime.lane.jobs import ToolOutcome
 from runtime.world import sigint
 from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
 from runtime.world.effects import LiveEffects
@@ -31,6 +35,10 @@ from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
 from runtime.world.state import AgentRecord, WorldState
 from runtime.world.timers import HostTimers
+from systems.collect_outcomes import collect_one
+from systems.lifecycle import reflect
+from systems.mirror_lane_stats import LaneGauge
+from systems.step_behaviors import step_one
 
 __all__ = ["ESPER_LOCK", "TickMachine"]
 
@@ -53,6 +61,25 @@ log = logging.getLogger("tickwork.world")
 
 ESPER_LOCK = threading.RLock()
 """esper keeps module-global state: ticks of different worlds in one process take turns."""
+
+
+# esper keeps each world that is not current in `_context_map`, as the tuple of its module
+# globals `switch_world` saved when it switched away (esper 3.9; checked by
+# `tests/world/test_settle_tick.py`): while the world is not current nothing changes them.
+_ESPER_WORLDS: dict[str, tuple[Any, ...]] = getattr(esper, "_context_map", {})
+_SAVED_FIELDS, _DEAD, _QUERIES, _DIRTY = 11, 3, 4, 8
+
+
+def _esper_quiet(name: str, mirror: Any) -> bool:
+    """Whether the esper world ``name`` (not current) can be left alone by a settlement's
+    tick: no entity of it waits to be deleted (``esper.clear_dead_entities`` would do
+    nothing) and its query cache holds the lane gauges' list the mirror knows (so the
+    mirror needs no query). Then only a spawn or the tick's record (releases, host
+    components) touches esper, and the tick switches in for those alone."""
+    saved = _ESPER_WORLDS.get(name)
+    if saved is None or len(saved) != _SAVED_FIELDS or saved[_DEAD] or saved[_DIRTY]:
+        return False
+    return bool(mirror.knows(saved[_QUERIES].get(LaneGauge)))
 
 
 class TickMachine:
@@ -84,6 +111,9 @@ class TickMachine:
     # `_lean_tick`'s systems: () until the first tick looks, None if the pipeline is not
     # the one it knows (a stage added or moved: then every tick walks it whole).
     _lean: tuple[Any, ...] | None = ()
+    # Whether a tick of one outcome may take `_settle_tick` (tests switch it off to compare
+    # it with the whole pipeline).
+    _settling = True
     # A world that tracks no digest drops each tick's dirty set (it held every agent ever
     # touched, 52 B each at 100k agents) until `digest()` is first asked for: that call
     # folds every record, as it would have (all are dirty since their creation), and from
@@ -120,7 +150,12 @@ class TickMachine:
             lockstep.release(now)
         deferring = sigint.enter()
         try:
-            return self._tick(self._inbox.drain(), now)
+            inputs = self._inbox.drain()
+            if lockstep is None and len(inputs) == 1 and self._settling:
+                report = self._settle_tick(inputs)
+                if report is not None:
+                    return report
+            return self._tick(inputs, now)
         finally:
             if deferring:
                 sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
@@ -222,6 +257,118 @@ class TickMachine:
             observers = observers + self._input_observers
         self._notify(observers, report, inputs)
         return report
+
+    def _settle_tick(  # noqa: PLR0915 - hot: the wake-up's tick, inlined
+        self, inputs: list[tuple[int, object]]
+    ) -> TickReport | None:
+        """The settlement's tick: one outcome (a prompt settled, a lane job done) and nothing
+        else to do, in a world nobody watches closely; None (nothing done) otherwise.
+
+        The wake-up path: a person answers, a tool batch finishes, and the tick's only work
+        is to apply it and step its agent. This is `_tick` + `_tick_body` + `_lean_tick`
+        for that case in one frame: the same stages in the same order, the same report,
+        made only where the stages it leaves out have nothing to do (not in lockstep, no
+        host system or timer, no probe, metrics or journal, no abort, interrupt or outcome
+        left over), and the outcome applied by `systems.collect_outcomes.collect_one`.
+        Agents ready or due besides the settled one step with it, as in the lean tick. It
+        switches esper worlds only when something it runs needs esper (`_esper_quiet`).
+        ``tests/world/test_settle_tick.py`` compares it with the lean tick.
+        """
+        item = inputs[0][1]
+        cls = item.__class__
+        if cls is not PromptSettled and cls is not ToolOutcome:
+            return None
+        lean = self._lean
+        state = self._state
+        with self._lock, ESPER_LOCK:  # what it checks may change between ticks, under it
+            if (
+                not lean
+                or self._host.systems
+                or self._timers
+                or self._probe is not None  # else no probe wants `ticked` either
+                or self._recorder is not None
+                or self._journal is not None
+                or state.to_abort
+                or state.to_interrupt
+                or state.outcomes
+            ):
+                return None
+            name = self._name
+            step, dispatch, _reflect, mirror = lean[5:]
+            previous = esper.current_world
+            # Outside: the tick leaves esper alone unless it must go in (`_esper_quiet`).
+            outside = previous != name and not state.host_actions and _esper_quiet(name, mirror)
+            if previous != name and not outside:
+                esper.switch_world(name)
+            try:
+                state.probe = None
+                state.tick += 1
+                now = state.now = self.clock.now()
+                state.inputs = inputs
+                state.changed_this_tick = 1
+                state.stepped = 0
+                if not outside:  # outside, no entity waits to be deleted
+                    esper.clear_dead_entities()  # what esper.process does first
+                # The lean tick's stages from ExpirePrompts on, for one outcome (inputs
+                # that are all outcomes are set aside for CollectOutcomes, as ApplyInputs
+                # would; nothing was queued for the abort or the interrupts).
+                state.effects.expire_prompts(now)  # ExpirePrompts.process
+                collect_one(state, inputs[0][0], item)  # CollectOutcomes.process
+                sleepers = state.sleepers
+                ready = state.ready
+                if len(ready) == 1 and not (sleepers and sleepers[0] <= now):
+                    # StepBehaviors.process: the settled agent alone, usually.
+                    step_one(state, self._esper_enter if outside else None)
+                elif ready or (sleepers and sleepers[0] <= now):
+                    if outside:  # a spawn among several steps: in before any of them
+                        self._esper_enter()
+                    step.process(state)
+                if state.to_dispatch:
+                    dispatch.process(state)
+                changed = state.prompt_changed
+                if changed:  # ReflectInteractionStatus.process
+                    state.prompt_changed = {}
+                    for rec in changed.values():
+                        if reflect(rec):
+                            state.touch(rec)
+                if outside and esper.current_world != name:
+                    mirror.mirror_known()  # the gauges' query as it was cached: no esper
+                else:
+                    mirror.process(state)
+                state.inputs = []
+                if state.created:
+                    self._note_new_agents()
+                if self._track_digests or state.to_forget or state.keep_finished is not None:
+                    if outside:  # releases delete entities; host components are esper's
+                        self._esper_enter()
+                    digest = self._record(inputs, None)
+                else:  # `_record_nothing`, inlined
+                    digest = None
+                    if state.dirty and not self._keep_dirty:
+                        state.dirty.clear()
+                        self._dirty_dropped = True
+                report = TickReport(
+                    state.tick,
+                    now,
+                    1,
+                    state.stepped,
+                    state.changed_this_tick,
+                    digest,
+                    self._host.take_errors() if self._host.errors else (),
+                )
+                observers = self._observers
+                if self._input_observers:
+                    observers = observers + self._input_observers
+                self._notify(observers, report, inputs)
+                return report
+            finally:
+                if esper.current_world != previous:
+                    esper.switch_world(previous)
+
+    def _esper_enter(self) -> None:
+        """Switch to this world's esper world, in a settlement's tick begun outside it."""
+        if esper.current_world != self._name:
+            esper.switch_world(self._name)
 
     def _lean_tick(self, state: WorldState, inputs: list[tuple[int, object]]) -> bool:
         """Run the built-in stages of a tick that can have work, as ``esper.process`` would
