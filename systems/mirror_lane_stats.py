@@ -38,18 +38,6 @@ class MirrorLaneStats(esper.Processor):
         self._seen: list[tuple[int, LaneGauge]] | None = None
         self._pairs: list[tuple[LaneGauge, Callable[[], LaneStats]]] = []
 
-    def knows(self, gauges: object) -> bool:
-        """Whether ``gauges`` (esper's cached query result for `LaneGauge`) is the list this
-        mirror resolved its pairs from: then ``mirror_known`` mirrors exactly as
-        ``process`` would, without asking esper (the settlement's tick, which may leave
-        the world's esper context alone)."""
-        return gauges is self._seen and gauges is not None
-
-    def mirror_known(self) -> None:
-        """``process`` through the pairs resolved last (see ``knows``)."""
-        for gauge, source in self._pairs:
-            gauge.stats = source()
-
     def process(self, state: object) -> None:
         gauges = esper.get_component(LaneGauge)
         if gauges is not self._seen:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import esper
@@ -99,14 +98,10 @@ def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
     state.changed_this_tick += stepped
 
 
-def step_one(state: WorldState, enter: Callable[[], object] | None = None) -> None:
+def step_one(state: WorldState) -> None:
     """``step_ready`` when ``state.ready`` holds exactly one agent (the settlement's tick,
     `runtime.world.tick`): the same step and the same counts, without the loop's set-up;
-    the action goes to ``take_action``, but for a ``Sleep(0)`` (one more step next tick).
-
-    ``enter`` is called before a ``Spawn`` is taken, the one action whose taking touches
-    esper (the child's entity): a tick that began outside its esper world enters it then.
-    """
+    the action goes to ``take_action``, but for a ``Sleep(0)`` (one more step next tick)."""
     ready = state.ready
     next_ready: dict[int, AgentRecord] = {}
     state.ready = next_ready
@@ -136,8 +131,6 @@ def step_one(state: WorldState, enter: Callable[[], object] | None = None) -> No
                 turn.deadline = state.now
                 next_ready[ordinal] = rec
             else:
-                if enter is not None and action.__class__ is Spawn:
-                    enter()
                 take_action(state, rec, action, next_ready)
     except BaseException as exc:
         fail(state, rec, exc, "StepBehaviors")

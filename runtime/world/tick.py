@@ -37,8 +37,7 @@ from runtime.world.state import AgentRecord, WorldState
 from runtime.world.timers import HostTimers
 from systems.collect_outcomes import collect_one
 from systems.lifecycle import reflect
-from systems.mirror_lane_stats import LaneGauge
-from systems.step_behaviors import step_one
+from systems.step_behaviors import step_one, step_ready
 
 __all__ = ["ESPER_LOCK", "TickMachine"]
 
@@ -61,25 +60,6 @@ log = logging.getLogger("tickwork.world")
 
 ESPER_LOCK = threading.RLock()
 """esper keeps module-global state: ticks of different worlds in one process take turns."""
-
-
-# esper keeps each world that is not current in `_context_map`, as the tuple of its module
-# globals `switch_world` saved when it switched away (esper 3.9; checked by
-# `tests/world/test_settle_tick.py`): while the world is not current nothing changes them.
-_ESPER_WORLDS: dict[str, tuple[Any, ...]] = getattr(esper, "_context_map", {})
-_SAVED_FIELDS, _DEAD, _QUERIES, _DIRTY = 11, 3, 4, 8
-
-
-def _esper_quiet(name: str, mirror: Any) -> bool:
-    """Whether the esper world ``name`` (not current) can be left alone by a settlement's
-    tick: no entity of it waits to be deleted (``esper.clear_dead_entities`` would do
-    nothing) and its query cache holds the lane gauges' list the mirror knows (so the
-    mirror needs no query). Then only a spawn or the tick's record (releases, host
-    components) touches esper, and the tick switches in for those alone."""
-    saved = _ESPER_WORLDS.get(name)
-    if saved is None or len(saved) != _SAVED_FIELDS or saved[_DEAD] or saved[_DIRTY]:
-        return False
-    return bool(mirror.knows(saved[_QUERIES].get(LaneGauge)))
 
 
 class TickMachine:
@@ -270,8 +250,7 @@ class TickMachine:
         made only where the stages it leaves out have nothing to do (not in lockstep, no
         host system or timer, no probe, metrics or journal, no abort, interrupt or outcome
         left over), and the outcome applied by `systems.collect_outcomes.collect_one`.
-        Agents ready or due besides the settled one step with it, as in the lean tick. It
-        switches esper worlds only when something it runs needs esper (`_esper_quiet`).
+        Agents ready or due besides the settled one step with it, as in the lean tick.
         ``tests/world/test_settle_tick.py`` compares it with the lean tick.
         """
         item = inputs[0][1]
@@ -296,9 +275,7 @@ class TickMachine:
             name = self._name
             step, dispatch, _reflect, mirror = lean[5:]
             previous = esper.current_world
-            # Outside: the tick leaves esper alone unless it must go in (`_esper_quiet`).
-            outside = previous != name and not state.host_actions and _esper_quiet(name, mirror)
-            if previous != name and not outside:
+            if previous != name:
                 esper.switch_world(name)
             try:
                 state.probe = None
@@ -307,22 +284,21 @@ class TickMachine:
                 state.inputs = inputs
                 state.changed_this_tick = 1
                 state.stepped = 0
-                if not outside:  # outside, no entity waits to be deleted
-                    esper.clear_dead_entities()  # what esper.process does first
+                esper.clear_dead_entities()  # what esper.process does first
                 # The lean tick's stages from ExpirePrompts on, for one outcome (inputs
                 # that are all outcomes are set aside for CollectOutcomes, as ApplyInputs
                 # would; nothing was queued for the abort or the interrupts).
                 state.effects.expire_prompts(now)  # ExpirePrompts.process
                 collect_one(state, inputs[0][0], item)  # CollectOutcomes.process
                 sleepers = state.sleepers
-                ready = state.ready
-                if len(ready) == 1 and not (sleepers and sleepers[0] <= now):
-                    # StepBehaviors.process: the settled agent alone, usually.
-                    step_one(state, self._esper_enter if outside else None)
-                elif ready or (sleepers and sleepers[0] <= now):
-                    if outside:  # a spawn among several steps: in before any of them
-                        self._esper_enter()
+                if sleepers and sleepers[0] <= now:
                     step.process(state)
+                else:  # StepBehaviors.process, no sleeper due
+                    ready = state.ready
+                    if len(ready) == 1:
+                        step_one(state)  # the settled agent alone, usually
+                    elif ready:
+                        step_ready(state)
                 if state.to_dispatch:
                     dispatch.process(state)
                 changed = state.prompt_changed
@@ -331,16 +307,11 @@ class TickMachine:
                     for rec in changed.values():
                         if reflect(rec):
                             state.touch(rec)
-                if outside and esper.current_world != name:
-                    mirror.mirror_known()  # the gauges' query as it was cached: no esper
-                else:
-                    mirror.process(state)
+                mirror.process(state)
                 state.inputs = []
                 if state.created:
                     self._note_new_agents()
                 if self._track_digests or state.to_forget or state.keep_finished is not None:
-                    if outside:  # releases delete entities; host components are esper's
-                        self._esper_enter()
                     digest = self._record(inputs, None)
                 else:  # `_record_nothing`, inlined
                     digest = None
@@ -362,13 +333,8 @@ class TickMachine:
                 self._notify(observers, report, inputs)
                 return report
             finally:
-                if esper.current_world != previous:
+                if previous != name:
                     esper.switch_world(previous)
-
-    def _esper_enter(self) -> None:
-        """Switch to this world's esper world, in a settlement's tick begun outside it."""
-        if esper.current_world != self._name:
-            esper.switch_world(self._name)
 
     def _lean_tick(self, state: WorldState, inputs: list[tuple[int, object]]) -> bool:
         """Run the built-in stages of a tick that can have work, as ``esper.process`` would

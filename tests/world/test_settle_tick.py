@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-import esper
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,22 +27,19 @@ from runtime import (
     ManualClock,
     ModelReply,
     Sleep,
-    Spawn,
     Think,
     TickReport,
     World,
 )
 from runtime.hub import InteractionHub
 from runtime.lane.jobs import ToolOutcome
-from runtime.world import tick as tick_module
 from runtime.world.digest import agent_fields
 from runtime.world.state import PendingBatch
 
 # One op per letter: a ask, z Sleep(0), s Sleep(1), m think, t two tools, r a tool that
 # needs approval and one that does not, x raise, p ask twice (the answer after the first),
-# v ask a question of the approval kind itself (its answer is not history), c spawn a
-# child that sleeps and asks (its entity is made in whatever tick the step is in).
-_OPS = "azsmtrxpvc"
+# v ask a question of the approval kind itself (its answer is not history).
+_OPS = "azsmtrxpv"
 
 
 def scripted(turn: Any) -> Generator[Any, Any, str]:
@@ -67,8 +63,6 @@ def scripted(turn: Any) -> Generator[Any, Any, str]:
         elif op == "v":
             answer = yield Ask(InteractionRequest.tool_approval("", "deploy", {"x": 1}))
             said = str(answer.approved)
-        elif op == "c":
-            yield Spawn(scripted, "za")
         elif op == "x":
             raise RuntimeError("scripted failure")
     return said
@@ -174,12 +168,6 @@ class Run:
     def snapshot(self) -> tuple[Any, ...]:
         world = self.world
         state = world._state
-        # The tick left esper as it found it, and every agent's entity is in this world's
-        # esper world (a spawn outside it would have made the child's entity elsewhere).
-        assert esper.current_world == "default"
-        with world._ticking():
-            assert all(esper._entities.get(r.ordinal) is r._comps for r in state.records.values())
-            entities = (sorted(esper._entities), sorted(esper._dead_entities))
         report = self.reports[-1]
         agents = []
         for rec in state.records.values():
@@ -196,7 +184,6 @@ class Run:
             )
         return (
             (report.tick, report.now, report.inputs, report.stepped, report.changed),
-            entities,
             report.digest,
             agents,
             list(state.ready),
@@ -337,56 +324,5 @@ def test_a_host_system_or_metrics_keep_the_whole_tick(watch: str) -> None:
         run.world.tick()
         assert run.settled == 0
         assert [e.content for e in run.world.history(agent)][-2:] == ["yes 0", "qa?"]
-    finally:
-        run.world.close()
-
-
-def test_esper_keeps_a_world_it_switched_away_from_as_the_settlement_tick_reads_it() -> None:
-    # `runtime.world.tick._esper_quiet` reads a world that is not current from esper's
-    # `_context_map`: the dead entities, the query cache and its dirty flag, by position.
-    world = World(clock=ManualClock())
-    try:
-        world.spawn(scripted, "a")
-        world.tick()
-        with world._ticking():
-            live = (esper._dead_entities, esper._get_component_cache, esper._cache_dirty)
-        saved = tick_module._ESPER_WORLDS[world.name]
-        assert tick_module._ESPER_WORLDS is esper._context_map
-        assert len(saved) == tick_module._SAVED_FIELDS
-        fields = tick_module._DEAD, tick_module._QUERIES, tick_module._DIRTY
-        assert saved[fields[0]] is live[0]
-        assert saved[fields[1]] is live[1]
-        assert saved[fields[2]] is live[2]
-    finally:
-        world.close()
-
-
-def test_a_settlement_s_tick_leaves_esper_alone_unless_a_spawn_needs_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    switches: list[str] = []
-    switch = esper.switch_world
-    monkeypatch.setattr(esper, "switch_world", lambda name: (switches.append(name), switch(name)))
-    run = Run(True, None, False)
-    try:
-        agent = run.world.spawn(scripted, "aac")
-        for _ in range(3):
-            run.world.tick()
-        per_tick = []
-        for _ in range(2):
-            run.do(("answer", 0))
-            switches.clear()
-            run.world.tick()  # the answer's: the agent asks again, then spawns
-            per_tick.append(list(switches))
-            for _ in range(2):
-                run.world.tick()
-        assert run.settled == 2
-        name = run.world.name
-        assert per_tick == [[], [name, "default"]]  # in for the spawn alone, then out
-        assert esper.current_world == "default"
-        child = f"{agent}.1"
-        with run.world._ticking():
-            child_rec = run.world._state.records[child]
-            assert esper._entities[child_rec.ordinal] is child_rec._comps
     finally:
         run.world.close()
