@@ -52,7 +52,7 @@ class InteractionRequest:
     ) -> InteractionRequest:
         """A question answered with any text."""
         if cls is InteractionRequest:  # the common case, built as `build_request` builds
-            self: Any = _new(_RequestSlots)  # (spelled out: a call saved on every question)
+            self: Any = _RequestSlots()  # (spelled out: a call saved on every question)
             self.id = id
             self.kind = _FREE_TEXT
             self.prompt = prompt
@@ -132,7 +132,7 @@ class InteractionResponse:
     def text(cls, request_id: str, value: str) -> InteractionResponse:
         """A free-text answer."""
         if cls is InteractionResponse:  # the common case, built as `build_response` builds
-            self: Any = _new(_ResponseSlots)  # (spelled out: a call saved on every answer)
+            self: Any = _ResponseSlots()  # (spelled out: a call saved on every answer)
             self.request_id = request_id
             self.value = value
             self.choice = None
@@ -208,7 +208,6 @@ class PromptSettled:
 build_request = frozen_builder(InteractionRequest)
 build_response = frozen_builder(InteractionResponse)
 # The plain twins `free_text` and `text` build their objects in (see `frozen_builder`).
-_new = object.__new__
 _RequestSlots = type("_InteractionRequestSlots", (), {"__slots__": InteractionRequest.__slots__})
 _ResponseSlots = type("_InteractionResponseSlots", (), {"__slots__": InteractionResponse.__slots__})
 build_prompt_opened = frozen_builder(PromptOpened)
