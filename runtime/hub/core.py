@@ -1,10 +1,12 @@
 """The interaction hub's bookkeeping: the open set, settlements, the listener and the wake.
 
-Everything here runs under the hub's lock, and the only code it calls out to while holding
-it is the listener (so that events come out in the order the changes happened). Every
-request leaves the open set exactly once, by `HubCore._settle`, and the first settlement to
-take the lock wins. `runtime.hub.interaction_hub.InteractionHub` adds the public operations
-and the blocking ``ask``; `runtime.hub.deadlines` holds the deadlines.
+Every change of the open set happens under the hub's lock, and the only code it calls out
+to while holding it is the listener (so that events come out in the order the changes
+happened). What needs no shared state (the clock, a minted id, the request's copy, the
+events) is made before the lock is taken, so the lock is held as briefly as it can be.
+Every request leaves the open set exactly once, by `HubCore._take`, and the first
+settlement to take the lock wins. `runtime.hub.interaction_hub.InteractionHub` adds the
+public operations and the blocking ``ask``; `runtime.hub.deadlines` holds the deadlines.
 """
 
 from __future__ import annotations
