@@ -132,26 +132,29 @@ def agent_fields(rec: AgentRecord) -> dict[str, Any]:
     has exactly the fields it always had, so older journals still replay.
     """
     status, turn = rec.status, rec.turn
+    # In the order `canonical` sorts them (its sort then only confirms the order), and enum
+    # values read as `_value_` (`.value` is a property): a digest is made of every changed
+    # agent on every tick of a tracking world, a replay's and its recording's alike.
     fields = {
+        "behavior": rec.spec.behavior,
+        "children": list(rec.children) if rec.children else [],
+        "counter": turn.counter,
+        "deadline": turn.deadline,
+        "generation": turn.generation,
+        "history": [len(rec.history.entries), history_hash(rec).hex()],
         "id": rec.id,
+        "inflight": turn.inflight,
+        "interactive": rec.spec.interactive,
+        "mailbox": list(rec.mailbox) if rec.mailbox else [],
+        "message": status.message,
         "name": rec.agent.name,
         "parent": rec.agent.parent,
-        "behavior": rec.spec.behavior,
-        "interactive": rec.spec.interactive,
-        "status": status.kind.value,
-        "reason": None if status.reason is None else status.reason.value,
-        "message": status.message,
-        "paused_from": None if rec.paused_from is None else rec.paused_from.value,
-        "phase": turn.phase.value,
-        "generation": turn.generation,
-        "inflight": turn.inflight,
-        "deadline": turn.deadline,
-        "counter": turn.counter,
-        "result": rec.result,
-        "history": [len(rec.history.entries), history_hash(rec).hex()],
-        "mailbox": list(rec.mailbox) if rec.mailbox else [],
+        "paused_from": None if rec.paused_from is None else rec.paused_from._value_,
+        "phase": turn.phase._value_,
         "prompts": sorted(rec.prompt_ids()),
-        "children": list(rec.children) if rec.children else [],
+        "reason": None if status.reason is None else status.reason._value_,
+        "result": rec.result,
+        "status": status.kind._value_,
     }
     if rec.components is not None:  # host components, as "Position.x" fields
         fields.update(flatten(rec.components))

@@ -1096,3 +1096,144 @@ def test_prompts_opened_at_one_instant_share_one_deadline_and_a_new_timeout_gets
     assert first.deadline is second.deadline
     assert [o.deadline for o in hub.opened()] == [30.0, 30.0, 60.0, 61.0]
     assert hub.expire_due(30.0) == ["p1", "p2"] and hub.next_deadline() == 60.0
+
+
+class PausingClock:
+    """A real-time clock whose next ``now()`` on a chosen thread waits for the test: the
+    answer reads the time after it found its prompt and before it takes the hub's lock,
+    so a test can change the open set in exactly that window."""
+
+    def __init__(self) -> None:
+        self.t = 1.0
+        self.thread: threading.Thread | None = None
+        self.reached, self.go_on = threading.Event(), threading.Event()
+
+    @property
+    def virtual(self) -> bool:
+        return False
+
+    def now(self) -> float:
+        if self.thread is threading.current_thread():
+            self.thread = None
+            self.reached.set()
+            assert self.go_on.wait(WAIT)
+        return self.t
+
+
+def _answer_paused_before_the_lock(
+    hub: InteractionHub, clock: PausingClock, response: InteractionResponse
+) -> tuple[threading.Thread, list[bool]]:
+    """Start ``hub.answer(response)`` on a thread and return once it has found its prompt
+    and built its event, just before it takes the lock."""
+    result: list[bool] = []
+    answerer = threading.Thread(target=lambda: result.append(hub.answer(response)), daemon=True)
+    clock.thread = answerer
+    answerer.start()
+    assert clock.reached.wait(WAIT)
+    return answerer, result
+
+
+def test_an_answer_whose_prompt_is_cancelled_before_it_takes_the_lock_changes_nothing():
+    clock, recorder = PausingClock(), Recorder()
+    hub = InteractionHub(clock=clock, listener=recorder)
+    hub.open("a", text("q"))
+    answerer, result = _answer_paused_before_the_lock(
+        hub, clock, InteractionResponse.text("q", "late")
+    )
+    assert hub.cancel("q")  # wins: it took the lock first
+    clock.go_on.set()
+    answerer.join(WAIT)
+    assert result == [False]
+    assert recorder.summary() == [("opened", "q", None), ("settled", "q", Settlement.CANCELLED)]
+    assert hub.try_settlement("q").response == InteractionResponse.neutral("q")  # type: ignore[union-attr]
+    assert hub.stats() == HubStats(opened=1, answered=0, cancelled=1, expired=0, open=0)
+
+
+def test_an_answer_whose_prompt_is_reopened_before_it_takes_the_lock_settles_the_new_one():
+    # The answer built its event from the first prompt "q"; by the time it holds the lock,
+    # "q" is another prompt (another agent, opened later): the event it reports must be
+    # the new prompt's, never the stale one's.
+    clock, recorder = PausingClock(), Recorder()
+    hub = InteractionHub(clock=clock, listener=recorder)
+    hub.open("a", InteractionRequest.confirm("q", "first?"))
+    answerer, result = _answer_paused_before_the_lock(
+        hub, clock, InteractionResponse.text("q", "yes")
+    )
+    assert hub.cancel("q")
+    clock.t = 7.0
+    hub.open("b", text("q", "second?"))
+    clock.t = 9.0
+    clock.go_on.set()
+    answerer.join(WAIT)
+    assert result == [True]
+    settled = recorder.events[-1]
+    assert settled == PromptSettled(
+        "b",
+        "q",
+        Settlement.ANSWERED,
+        InteractionResponse.text("q", "yes"),
+        7.0,
+        9.0,
+        InteractionKind.FREE_TEXT,
+    )
+    assert hub.try_settlement("q") == settled
+    assert [e for _, e, _ in recorder.summary()] == ["q", "q", "q", "q"]
+    assert hub.pending() == []
+
+
+def test_an_answer_paused_before_the_lock_still_reports_after_the_opening_and_once():
+    # Two answers of one prompt, the first paused after building its event: the second
+    # settles it; the first then finds it gone and reports nothing.
+    clock, recorder = PausingClock(), Recorder()
+    hub = InteractionHub(clock=clock, listener=recorder)
+    hub.open("a", text("q"))
+    answerer, result = _answer_paused_before_the_lock(
+        hub, clock, InteractionResponse.text("q", "first")
+    )
+    assert hub.answer(InteractionResponse.text("q", "second"))
+    clock.go_on.set()
+    answerer.join(WAIT)
+    assert result == [False]
+    assert recorder.summary() == [("opened", "q", None), ("settled", "q", Settlement.ANSWERED)]
+    assert hub.try_settlement("q").response.value == "second"  # type: ignore[union-attr]
+
+
+def test_four_threads_opening_and_answering_report_each_prompt_opened_before_settled():
+    # Events are built before the lock is taken, and reported under it: across threads
+    # racing through open and answer, every prompt's opening still reaches the listener
+    # before its settlement, and every prompt exactly twice.
+    threads, pairs = 4, 2_000
+    events: list[HubEvent] = []
+    hub = InteractionHub(listener=events.append)  # list.append: atomic, in call order
+    start = threading.Barrier(threads, timeout=WAIT)
+    failures: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            start.wait()
+            for _ in range(pairs):
+                request_id = hub.open(f"agent{index}", text(""))
+                assert hub.answer(InteractionResponse.text(request_id, "ok"))
+        except BaseException as exc:
+            failures.append(exc)
+
+    pool = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join(WAIT * 6)
+        assert not thread.is_alive(), "a worker hung"
+    assert failures == []
+    seen: dict[str, int] = {}
+    for event in events:
+        if isinstance(event, PromptOpened):
+            assert event.request.id not in seen
+            seen[event.request.id] = 1
+        else:
+            assert seen.get(event.request_id) == 1, event
+            seen[event.request_id] = 2
+            assert event.at >= event.opened_at
+    assert len(seen) == threads * pairs and set(seen.values()) == {2}
+    assert hub.stats() == HubStats(
+        opened=threads * pairs, answered=threads * pairs, cancelled=0, expired=0, open=0
+    )
