@@ -109,6 +109,8 @@ class SkipAhead:
     _recorder: MetricsRecorder | None
     _journal: Recorder | None
     _track_digests: bool
+    _keep_dirty: bool
+    _dirty_dropped: bool
     _pipeline: list[Any]  # the built-in systems, in order (host systems are esper's)
     _stages: list[str]
 
@@ -225,9 +227,16 @@ class SkipAhead:
         observers, systems = self._observers, self._host.systems
         paused, sleep = StatusKind.PAUSED, Sleep
         inf = math.inf
+        # A world that keeps no dirty set (no digest was ever asked for: see
+        # `TickMachine._record_nothing`) drops it at its next whole tick anyway; the
+        # stepped agents are then marked by saying it was dropped, not one by one.
+        marking = self._keep_dirty
+        if not marking:
+            self._dirty_dropped = True
         seq = state.sleep_seq
         tick = state.tick
         more = 0
+        bucket: list[tuple[int, Any]] | None = None  # the next deadline's, popped already
         while True:  # one wake-up tick at `now`, numbered `tick`
             # The tick's counts are 0 in `state` (each tick begins so): a positive sleep
             # counts in `stepped` alone, a call-out (`end_turn`, `fail`, `take_action`)
@@ -235,14 +244,17 @@ class SkipAhead:
             # behaviour, so the caller ends the tick.
             stepped = 0
             ended = odd = False
-            for entry, rec in buckets.pop(pop(heap)):
+            if bucket is None:
+                bucket = buckets.pop(pop(heap))
+            for entry, rec in bucket:
                 if rec.sleep_seq != entry:
                     continue  # a stale entry: the sleep was abandoned
                 if rec.status.kind is paused:
                     held[rec.ordinal] = rec
                     continue
                 turn = rec.turn
-                dirty[rec.ordinal] = rec
+                if marking:
+                    dirty[rec.ordinal] = rec
                 stepped += 1
                 try:
                     try:
@@ -281,6 +293,7 @@ class SkipAhead:
                     fail(state, rec, exc, "StepBehaviors")
                     seq = state.sleep_seq
                     odd = True
+            bucket = None
             state.sleep_seq = seq
             if not (ended or odd):
                 changed = stepped
@@ -318,14 +331,22 @@ class SkipAhead:
             state.changed_this_tick = state.stepped = 0
             if halt:
                 return more, now
-            if heap and (top := buckets[heap[0]][0])[1].sleep_seq == top[0]:
+            # The next live deadline, its bucket popped here (dropping stale ones, as
+            # `next_timer` would) rather than looked up and then popped.
+            while heap:
                 deadline = heap[0]
-            else:
-                found = state.next_timer()  # drops stale entries
-                if found is None:
-                    return more, now
-                deadline = found
-            if deadline >= limit or deadline == inf:
+                if deadline >= limit or deadline == inf:
+                    return more, now  # (a stale one there: the live ones are later still)
+                found = buckets.pop(pop(heap))
+                first = found[0]
+                if first[1].sleep_seq == first[0]:
+                    bucket = found
+                    break
+                live = [entry for entry in found if entry[1].sleep_seq == entry[0]]
+                if live:
+                    bucket = live
+                    break
+            if bucket is None:
                 return more, now
             if deadline > now:  # ManualClock.set's work, under its lock (held)
                 now = state.now = clock._now = (
