@@ -15,7 +15,7 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import ManualClock, Sleep, World
+from runtime import Acquire, ManualClock, Release, Resource, Sleep, Use, World
 from systems.lifecycle import turns
 from tests.world.test_tick import _programs, _run
 
@@ -100,3 +100,81 @@ def test_runs_with_plain_ends_give_what_the_whole_ends_give(
     with mock.patch.object(turns, "_end_plain", turns._end_whole):
         whole = _run(programs, watched=True, keep_finished=keep_finished)
     assert fast == whole
+
+
+# A visit program: ("think", s) | ("use", s) | ("hold", s) (Acquire, Sleep s, Release)
+# | ("grab", s) (Acquire, Sleep s, and no Release: the turn may end holding it)
+# | ("timer", s) (a host timer s from now that does nothing but make the world tick).
+_VISIT = st.one_of(
+    st.tuples(st.just("think"), st.sampled_from([0.0, 0.5, 1.0])),
+    st.tuples(st.just("think"), st.floats(0.001, 3.0)),
+    st.tuples(st.just("use"), st.sampled_from([0.0, 0.5, 1.0])),
+    st.tuples(st.just("use"), st.floats(0.001, 3.0)),
+    st.tuples(st.just("hold"), st.sampled_from([0.0, 1.0])),
+    st.tuples(st.just("grab"), st.sampled_from([0.0, 0.5])),
+    st.tuples(st.just("timer"), st.sampled_from([0.0, 0.5])),
+    st.tuples(st.just("timer"), st.floats(0.001, 3.0)),
+)
+
+
+def visiting(turn: Any) -> Generator[Any, Any, Any]:
+    """Run the visit program in ``turn.message``; the result is every wait it had."""
+    waits: list[Any] = []
+    holding = False
+    for kind, seconds in turn.message:
+        if kind == "think":
+            yield Sleep(seconds)
+        elif kind == "use" and not holding:
+            waits.append((yield Use("desk", seconds)))
+        elif kind == "hold" and not holding:
+            waits.append((yield Acquire("desk")))
+            yield Sleep(seconds)
+            yield Release("desk")
+        elif kind == "grab":
+            if holding:  # a second Acquire of the same resource fails the agent
+                yield Release("desk")
+            waits.append((yield Acquire("desk")))
+            holding = True
+            yield Sleep(seconds)
+        else:
+            _WORLD[0].call_at(turn.now + seconds, lambda: None)
+            yield Sleep(0.25)
+    return waits
+
+
+_WORLD: list[World] = []
+
+
+def _visits(programs: list[list[tuple[str, float]]], capacity: int, watched: bool) -> Any:
+    world = World(clock=ManualClock())
+    _WORLD[:] = [world]
+    try:
+        if watched:
+            world.observe(lambda report, inputs: None)  # every tick: no skipping
+        desk = Resource(world, "desk", capacity=capacity)
+        ids = [world.spawn(visiting, program) for program in programs]
+        world.tick()
+        ticks = world.run_until_idle(max_ticks=100_000)
+        return (
+            ticks,
+            world.tick_count,
+            world.now,
+            world.digest(),
+            desk.stats(),
+            [(world.status(i).kind, world.result(i)) for i in ids],
+        )
+    finally:
+        _WORLD.clear()
+        world.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(_VISIT, max_size=6), min_size=1, max_size=10),
+    st.sampled_from([1, 2, 8]),
+)
+def test_runs_of_resource_visits_give_what_the_pipeline_gives(
+    programs: list[list[tuple[str, float]]], capacity: int
+) -> None:
+    fast = _visits(programs, capacity, watched=False)
+    assert fast == _visits(programs, capacity, watched=True)
