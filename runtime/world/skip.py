@@ -245,127 +245,130 @@ class SkipAhead:
         clock_at = 64  # the next `more` at which `until` is looked at
         perf_counter = time.perf_counter
         bucket: list[tuple[int, Any]] | None = None  # the next deadline's, popped already
-        while True:  # one wake-up tick at `now`, numbered `tick`
-            # The tick's counts are 0 in `state` (each tick begins so): a positive sleep
-            # counts in `stepped` alone, a call-out (`end_turn`, `fail`, `take_action`)
-            # adds its own changes there. `odd`: one did something other than end a
-            # behaviour, so the caller ends the tick.
-            stepped = 0
-            ended = odd = False
-            if bucket is None:
-                bucket = buckets.pop(pop(heap))
-            for entry, rec in bucket:
-                if rec.sleep_seq != entry:
-                    continue  # a stale entry: the sleep was abandoned
-                if rec.status.kind is paused:
-                    held[rec.ordinal] = rec
-                    continue
-                turn = rec.turn
-                if marking:
-                    dirty[rec.ordinal] = rec
-                stepped += 1
-                try:
+        try:  # `seq` goes back into `state` whichever way the run ends
+            while True:  # one wake-up tick at `now`, numbered `tick`
+                # The tick's counts are 0 in `state` (each tick begins so): a positive sleep
+                # counts in `stepped` alone, a call-out (`end_turn`, `fail`, `take_action`)
+                # adds its own changes there. `odd`: one did something other than end a
+                # behaviour, so the caller ends the tick.
+                stepped = 0
+                ended = odd = False
+                if bucket is None:
+                    bucket = buckets.pop(pop(heap))
+                for entry, rec in bucket:
+                    if rec.sleep_seq != entry:
+                        continue  # a stale entry: the sleep was abandoned
+                    if rec.status.kind is paused:
+                        held[rec.ordinal] = rec
+                        continue
+                    turn = rec.turn
+                    if marking:
+                        dirty[rec.ordinal] = rec
+                    stepped += 1
                     try:
-                        action = turn.behavior.send(None)  # type: ignore[union-attr]
-                    except StopIteration as stop:
-                        state.sleep_seq = seq
-                        end_turn(state, rec, stop.value)
-                        seq = state.sleep_seq
-                        ended = True
-                        continue
-                    except BaseException as exc:  # as in step_ready
-                        state.sleep_seq = seq
-                        fail(state, rec, exc)
-                        seq = state.sleep_seq
-                        odd = True
-                        continue
-                    # A positive sleep, compared as step_ready compares it (`<= 0` first,
-                    # so a bad `seconds` fails with the same message).
-                    if action.__class__ is sleep and not (s := action.seconds) <= 0 and s > 0:
-                        deadline = turn.deadline = now + s  # the phase stays SLEEPING
-                        seq += 1
-                        rec.sleep_seq = seq
-                        later = buckets.get(deadline)
-                        if later is None:  # add_sleeper, inlined
-                            buckets[deadline] = [(seq, rec)]
-                            push(heap, deadline)
+                        try:
+                            action = turn.behavior.send(None)  # type: ignore[union-attr]
+                        except StopIteration as stop:
+                            state.sleep_seq = seq
+                            end_turn(state, rec, stop.value)
+                            seq = state.sleep_seq
+                            ended = True
+                            continue
+                        except BaseException as exc:  # as in step_ready
+                            state.sleep_seq = seq
+                            fail(state, rec, exc)
+                            seq = state.sleep_seq
+                            odd = True
+                            continue
+                        # A positive sleep, compared as step_ready compares it (`<= 0` first,
+                        # so a bad `seconds` fails with the same message).
+                        if action.__class__ is sleep and not (s := action.seconds) <= 0 and s > 0:
+                            deadline = turn.deadline = now + s  # the phase stays SLEEPING
+                            seq += 1
+                            rec.sleep_seq = seq
+                            later = buckets.get(deadline)
+                            if later is None:  # add_sleeper, inlined
+                                buckets[deadline] = [(seq, rec)]
+                                push(heap, deadline)
+                            else:
+                                later.append((seq, rec))
                         else:
-                            later.append((seq, rec))
-                    else:
+                            state.sleep_seq = seq
+                            take_action(state, rec, action, next_ready)
+                            seq = state.sleep_seq
+                            odd = True
+                    except BaseException as exc:
                         state.sleep_seq = seq
-                        take_action(state, rec, action, next_ready)
+                        fail(state, rec, exc, "StepBehaviors")
                         seq = state.sleep_seq
                         odd = True
-                except BaseException as exc:
-                    state.sleep_seq = seq
-                    fail(state, rec, exc, "StepBehaviors")
-                    seq = state.sleep_seq
-                    odd = True
-            bucket = None
-            state.sleep_seq = seq
-            if not (ended or odd):
-                changed = stepped
-            else:
-                state.stepped += stepped
-                changed = state.changed_this_tick = state.changed_this_tick + stepped
-                # Behaviours that ended are still sleepers' business when all they left
-                # is an abort with nothing to do (no handle, prompt or child to cancel).
-                if odd or not _only_ended(state):
-                    return more, now  # the caller ends this tick as it ends any
-            # Sleepers alone still: what the next tick is, as `_skip_ahead` would find.
-            halt = (
-                more >= room
-                or arrived
-                or (deferring and flags.pending)
-                or timer_heap
-                or observers
-                or systems
-                or self._probe is not None
-                or self._recorder is not None
-            )
-            if more >= clock_at and not halt:
-                clock_at = more + 64
-                halt = perf_counter() > until
-            if changed:  # moving: the next tick is at `now`
-                if halt or (ended and heap and heap[0] <= now):
-                    state.changed_this_tick, state.stepped = changed, stepped
+                bucket = None
+                if not (ended or odd):
+                    changed = stepped
+                else:
+                    state.stepped += stepped
+                    changed = state.changed_this_tick = state.changed_this_tick + stepped
+                    # Behaviours that ended are still sleepers' business when all they left
+                    # is an abort with nothing to do (no handle, prompt or child to cancel).
+                    if odd or not _only_ended(state):
+                        return more, now  # the caller ends this tick as it ends any
+                # Sleepers alone still: what the next tick is, as `_skip_ahead` would find.
+                halt = (
+                    more >= room
+                    or arrived
+                    or (deferring and flags.pending)
+                    or timer_heap
+                    or observers
+                    or systems
+                    or self._probe is not None
+                    or self._recorder is not None
+                )
+                if more >= clock_at and not halt:
+                    clock_at = more + 64
+                    halt = perf_counter() > until
+                if changed:  # moving: the next tick is at `now`
+                    if halt or (ended and heap and heap[0] <= now):
+                        state.changed_this_tick, state.stepped = changed, stepped
+                        return more, now
+                    more += 1
+                    tick += 1
+                    state.tick = tick
+                    if ended:  # the next tick's abort: it has nothing to do but forget them
+                        state.to_abort.clear()
+                    elif heap and heap[0] <= now:
+                        continue  # a sleep that rounded to `now`: due in this next tick
+                    # ... a quiet tick, counted; then the next deadline's tick, if no stop
+                    halt = more >= room
+                if ended:  # the counts `end_turn` made are the last tick's (else they are 0)
+                    state.changed_this_tick = state.stepped = 0
+                if halt:
                     return more, now
+                # The next live deadline, its bucket popped here (dropping stale ones, as
+                # `next_timer` would) rather than looked up and then popped.
+                while heap:
+                    deadline = heap[0]
+                    if deadline >= limit or deadline == inf:
+                        return more, now  # (a stale one there: the live ones are later still)
+                    found = buckets.pop(pop(heap))
+                    first = found[0]
+                    if first[1].sleep_seq == first[0]:
+                        bucket = found
+                        break
+                    live = [entry for entry in found if entry[1].sleep_seq == entry[0]]
+                    if live:
+                        bucket = live
+                        break
+                if bucket is None:
+                    return more, now
+                if deadline > now:  # ManualClock.set's work, under its lock (held)
+                    now = state.now = clock._now = (
+                        deadline if deadline.__class__ is float else float(deadline)
+                    )
                 more += 1
                 tick += 1
                 state.tick = tick
-                if ended:  # the next tick's abort: it has nothing to do but forget them
-                    state.to_abort.clear()
-                elif heap and heap[0] <= now:
-                    continue  # a sleep that rounded to `now`: due in this next tick
-                # ... a quiet tick, counted; then the next deadline's tick, if no stop
-                halt = more >= room
-            state.changed_this_tick = state.stepped = 0
-            if halt:
-                return more, now
-            # The next live deadline, its bucket popped here (dropping stale ones, as
-            # `next_timer` would) rather than looked up and then popped.
-            while heap:
-                deadline = heap[0]
-                if deadline >= limit or deadline == inf:
-                    return more, now  # (a stale one there: the live ones are later still)
-                found = buckets.pop(pop(heap))
-                first = found[0]
-                if first[1].sleep_seq == first[0]:
-                    bucket = found
-                    break
-                live = [entry for entry in found if entry[1].sleep_seq == entry[0]]
-                if live:
-                    bucket = live
-                    break
-            if bucket is None:
-                return more, now
-            if deadline > now:  # ManualClock.set's work, under its lock (held)
-                now = state.now = clock._now = (
-                    deadline if deadline.__class__ is float else float(deadline)
-                )
-            more += 1
-            tick += 1
-            state.tick = tick
+        finally:
+            state.sleep_seq = seq
 
     def _skip_ahead(self, budget: int) -> tuple[int, bool]:  # noqa: PLR0915 - hot
         """Run the ticks ``run_until_idle`` would run from this fixed point while only
