@@ -319,7 +319,7 @@ def nothing_to_abort(queue: list[AgentRecord]) -> bool:
     for rec in queue:
         if rec.handle is not None or rec.prompts:
             return False
-        if rec.children and rec.status.kind is cancelled:
+        if rec.status.kind is cancelled and rec.children:  # (`children`: a property)
             return False
     return True
 
