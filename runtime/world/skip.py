@@ -20,8 +20,10 @@ tick numbers, times, digest and host-system calls are the whole pipeline's;
 It hands back to the loop at the first tick that sends work to a lane (mirrored as the
 whole tick would, then ``moving``), before a prompt or lockstep deadline, when an input
 arrives (a command, a prompt event) or a Ctrl-C lands, when something starts watching, and
-at the tick budget. It takes the world's locks a slice of ticks at a time, so that readers
-(``status``, ``counts``, ...) and other worlds' ticks are not shut out for the whole run.
+at the tick budget. It takes the world's locks a slice of ticks at a time (`SKIP_SLICE`
+ticks, or `WAKE_SLICE` seconds for a run of wake-ups), and gives up the GIL every
+`YIELD_AFTER` seconds, so that readers (``status``, ``counts``, ...) and other worlds'
+ticks are not shut out for the whole run.
 """
 
 from __future__ import annotations
