@@ -86,7 +86,8 @@ class HostSystem(esper.Processor):
 
     def process(self, state: WorldState) -> None:
         ctx = self.ctx
-        ctx._begin()
+        ctx._active = True  # `_begin`, inlined: every tick the system is in
+        ctx._last = None
         try:
             if self.run_if is not None:
                 answer = self._answer if self._asked == state.tick else self._ask(state)
@@ -352,7 +353,7 @@ class HostECS:
         if not ctx._active:
             ctx._active = True  # `_begin`, inlined (`_last` is set just below)
         handler = self.actions[action.__class__]
-        ctx._last = rec.entity
+        ctx._last = rec.ordinal  # its entity (`rec.entity`, without the property)
         try:
             value = handler(ctx, rec.id, action)
         except KeyboardInterrupt:
@@ -367,7 +368,9 @@ class HostECS:
             turn = rec.turn
             turn.phase = Phase.AWAITING_ACTION
             turn.inflight = self._mint(rec, "h")
-            self.state.touch(rec)
+            state = self.state
+            state.dirty[rec.ordinal] = rec  # `touch`, inlined
+            state.changed_this_tick += 1
         elif not rec.status.kind.is_terminal:
             self._resume_with(self.state, rec, value)
 

@@ -176,8 +176,8 @@ class Resource:
         """``claim`` holds a slot from now (a `Use` until its seconds have passed)."""
         hold = claim.hold
         if hold is not None:
-            until = ctx.now + hold
             registry = self._registry
+            until = registry.state.now + hold  # `ctx.now`, without the property
             seq = registry._seq = registry._seq + 1
             heapq.heappush(self.ends, (until, seq, claim))
             # The timer only makes the world tick at `until` (a replay ticks there from its
@@ -215,7 +215,7 @@ class Resource:
                 continue
             del self.waiting[claim.agent_id]
             counters.queued -= 1
-            waited = ctx.now - claim.since
+            waited = ctx._state.now - claim.since
             turn = claim.turn
             live = turn.generation == claim.generation and turn.phase is Phase.AWAITING_ACTION
             claim.waited = waited
@@ -259,7 +259,7 @@ class Resource:
 
     def end_holds(self, ctx: SystemContext) -> None:
         """End the `Use` holds whose seconds have passed, in the order they end."""
-        ends, now, holders = self.ends, ctx.now, self.holders
+        ends, now, holders = self.ends, ctx._state.now, self.holders
         awaiting = Phase.AWAITING_ACTION
         while ends and ends[0][0] <= now:
             claim = heapq.heappop(ends)[2]
@@ -362,7 +362,7 @@ class _Resources:
             resource.give_back(ctx, agent_id, reclaimed=True)  # an earlier turn's, unswept
         elif held is not None or agent_id in resource.waiting:
             raise ConfigError(f"agent {agent_id} already holds {action.resource!r}")
-        claim = _Claim(agent_id, turn, ctx.now, hold)
+        claim = _Claim(agent_id, turn, self.state.now, hold)
         if resource.free:  # then nobody waits: `grant` fills free slots at once
             resource.take(ctx, claim)
             return 0.0 if hold is None else PENDING
