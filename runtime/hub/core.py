@@ -191,7 +191,7 @@ class HubCore:
                 open=len(self._open),
             )
 
-    def _open_entry(  # noqa: PLR0915 - hot: every opening, spelled out
+    def _open_entry(
         self, agent_id: str, request: InteractionRequest, waiter: _Waiter | None
     ) -> PromptOpened:
         """Add a request to the open set and report it; the one way in.
@@ -244,16 +244,7 @@ class HubCore:
             open_[request_id] = opened
             self._opened += 1
             if deadline is not None:
-                deadlines = self._deadlines
-                fifo = deadlines._fifo
-                # `DeadlineHeap.push`'s common case, spelled out (a call saved on every
-                # opening): a deadline no earlier than every queued one joins the FIFO.
-                if deadline > deadlines._heap_max and (not fifo or deadline >= fifo[-1].deadline):  # type: ignore[operator]
-                    fifo.append(opened)
-                    if deadline < deadlines.floor:  # noqa: PLR1730 (min() is a call)
-                        deadlines.floor = deadline
-                else:
-                    deadlines.push(opened)
+                self._deadlines.push(opened)
             by_agent = self._by_agent
             if by_agent is not None:
                 if agent_id in by_agent:
@@ -362,14 +353,7 @@ class HubCore:
         if len(recent) >= _RECENT_SETTLEMENTS:
             self._older, self._recent = recent, {}
         if opened.deadline is not None:
-            deadlines = self._deadlines
-            fifo = deadlines._fifo
-            # `DeadlineHeap.forget`'s common case, spelled out (a call saved on every
-            # settlement): the prompt first in line settles and others stay queued.
-            if fifo and fifo[0] is opened and (len(fifo) > 1 or deadlines._items):
-                fifo.popleft()
-            else:
-                deadlines.forget(opened)
+            self._deadlines.forget(opened)
         if self._waiters:
             waiter = self._waiters.pop(request_id, None)
             if waiter is not None:

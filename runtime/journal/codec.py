@@ -22,7 +22,6 @@ from components import (
     Settlement,
     ToolResult,
 )
-from components._frozen import frozen_builder
 from runtime.errors import JournalError
 from runtime.lane import ToolOutcome
 from runtime.lane.values import NotJSON, json_value
@@ -208,32 +207,15 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     ),
 }
 
-# A replay decodes every input of the journal: the commonest (spawns, tool outcomes and
-# their results) are built through their slots (`frozen_builder`), every field given, which
-# costs a third of what the dataclasses' own `__init__` does (~1 µs a spawn here).
-_build_spawn = frozen_builder(SpawnAgent)
-_build_outcome = frozen_builder(ToolOutcome)
-_build_result = frozen_builder(ToolResult)
-
-
-def _unresult(data: dict[str, Any]) -> ToolResult:
-    return _build_result(data["call_id"], _unoutput(data), data["error"])
-
-
-def _unspawn(d: dict[str, Any]) -> SpawnAgent:
-    components = d.get("components")
-    return _build_spawn(
+_DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
+    "spawn": lambda d: SpawnAgent(
         d["agent_id"],
         d["behavior"],
         d["message"],
         d["name"],
         d["interactive"],
-        () if components is None else _uncomponents(components),
-    )
-
-
-_DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
-    "spawn": _unspawn,
+        _uncomponents(d.get("components", [])),
+    ),
     "add_entity": lambda d: AddEntity(int(d["entity"]), _uncomponents(d["components"])),
     "send": lambda d: SendMessage(d["agent_id"], d["message"]),
     "pause": lambda d: PauseAgent(d["agent_id"]),
@@ -242,10 +224,10 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
     "interrupt": lambda d: InterruptAgent(d["agent_id"], d.get("ref", ""), d.get("partial")),
     "forget": lambda d: ForgetAgent(d["agent_id"]),
     "effect_failed": lambda d: EffectFailed(d["agent_id"], d["ref"], d["error"], d["error_type"]),
-    "outcome": lambda d: _build_outcome(
+    "outcome": lambda d: ToolOutcome(
         d["agent_id"],
         d["batch_id"],
-        tuple([_unresult(r) for r in d["results"]]),
+        tuple([ToolResult(r["call_id"], _unoutput(r), r["error"]) for r in d["results"]]),
         float(d["elapsed"]),
         d.get("error"),  # absent in journals written before outcomes had one
     ),
