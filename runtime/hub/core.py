@@ -11,7 +11,6 @@ public operations and the blocking ``ask``; `runtime.hub.deadlines` holds the de
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import threading
@@ -109,14 +108,11 @@ class HubCore:
         # The latest settlements, newest generation first (see `_RECENT_SETTLEMENTS`).
         self._recent: dict[str, PromptSettled] = {}
         self._older: dict[str, PromptSettled] = {}
-        # Minted ids count from here; `next` on it is one atomic C call, so an id is minted
-        # before the lock is taken (and ids are minted in the order of the calls).
-        self._mint_count = itertools.count(1)
+        self._minted = 0
         self._opened = 0
-        # The latest opening's (time, timeout, deadline), shared by the next opening if its
-        # time and timeout are the same: one tuple, read and replaced whole, because it is
-        # read and written before the lock is taken. NaN equals no time: the first computes.
-        self._last_deadline: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+        # The latest opening's time and deadline, shared by the next one if it is the same.
+        self._last_opened_at = math.nan  # equal to no time: the first opening computes
+        self._last_secs = self._last_deadline = math.nan
         self._opened_when_emptied = 0  # `_opened` when the open set last let its table go
         # One counter per Settlement; plain ints, since a dict keyed by an Enum member
         # hashes it through a Python-level `__hash__` on every settlement.
@@ -194,57 +190,47 @@ class HubCore:
     def _open_entry(
         self, agent_id: str, request: InteractionRequest, waiter: _Waiter | None
     ) -> PromptOpened:
-        """Add a request to the open set and report it; the one way in.
-
-        The opening's time, its minted id, the request's copy under that id and the event
-        are made before the lock is taken: the lock is held only for the open set's changes
-        and the report, so a thread switch (which lands anywhere) seldom finds the lock held
-        and the other threads seldom queue behind it. Everything that may raise comes
-        before the first change of state.
-        """
-        now = self._now()
-        request_id = request.id
-        minted = not request_id
-        if minted:
-            kind = request.kind
-            # not .value: a property
-            request_id = f"{agent_id}-{kind._value_}-{next(self._mint_count)}"
-            request = build_request(
-                request_id,
-                kind,
-                request.prompt,
-                request.choices,
-                request.stage,
-                request.required,
-                request.payload,
-            )
-        secs = self._timeout_secs
-        if secs > 0:
-            # Prompts opened at one instant with one timeout share one deadline float
-            # (24 B each: a virtual-time world opens a tick's prompts at one `now`).
-            last = self._last_deadline
-            if now == last[0] and secs == last[1]:
-                deadline: float | None = last[2]
-            else:
-                deadline = now + secs
-                self._last_deadline = (now, secs, deadline)
-        else:
-            deadline = None
-        # The event that reports the opening is also the open set's entry: one object per
-        # prompt, handed to the listener as it is.
-        opened = build_prompt_opened(agent_id, request, now, deadline)
+        """Add a request to the open set and report it; the one way in."""
         with self._lock:
+            # Everything that may raise comes before the first change of state.
+            now = self._now()
+            request_id = request.id
             open_ = self._open
-            if request_id in open_:
-                if not minted:
+            if request_id:
+                if request_id in open_:
                     raise DuplicateRequestError(f"request id {request_id!r} is already open")
-                # A caller chose this id by hand: mint the next free one instead.
-                request_id = self._mint(agent_id, request)
-                opened = build_prompt_opened(agent_id, request.with_id(request_id), now, deadline)
+            else:
+                # `_mint` and `with_id` spelled out for the common case (a call each saved).
+                self._minted = minted = self._minted + 1
+                kind = request.kind
+                request_id = f"{agent_id}-{kind._value_}-{minted}"  # not .value: a property
+                if request_id in open_:
+                    request_id = self._mint(agent_id, request)
+                request = build_request(
+                    request_id,
+                    kind,
+                    request.prompt,
+                    request.choices,
+                    request.stage,
+                    request.required,
+                    request.payload,
+                )
+            secs = self._timeout_secs
+            # The event that reports the opening is also the open set's entry: one object
+            # per prompt, handed to the listener as it is.
+            if secs > 0:
+                # Prompts opened at one instant with one timeout share one deadline float
+                # (24 B each: a virtual-time world opens a tick's prompts at one `now`).
+                deadline = self._last_deadline
+                if now != self._last_opened_at or secs != self._last_secs:
+                    deadline = self._last_deadline = now + secs
+                    self._last_opened_at, self._last_secs = now, secs
+                opened = build_prompt_opened(agent_id, request, now, deadline)
+                self._deadlines.push(opened)
+            else:
+                opened = build_prompt_opened(agent_id, request, now, None)
             open_[request_id] = opened
             self._opened += 1
-            if deadline is not None:
-                self._deadlines.push(opened)
             by_agent = self._by_agent
             if by_agent is not None:
                 if agent_id in by_agent:
@@ -295,7 +281,8 @@ class HubCore:
     def _mint(self, agent_id: str, request: InteractionRequest) -> str:
         """Mint the next free id; called under the lock."""
         while True:
-            minted = f"{agent_id}-{request.kind._value_}-{next(self._mint_count)}"
+            self._minted += 1
+            minted = f"{agent_id}-{request.kind._value_}-{self._minted}"  # not .value: a property
             # Skip an id a caller chose by hand, rather than refuse a request without one.
             if minted not in self._open:
                 return minted
@@ -303,32 +290,20 @@ class HubCore:
     def _settle(
         self, request_id: str, how: Settlement, response: InteractionResponse | None
     ) -> PromptSettled | None:
-        """Take ``request_id`` out of the open set and report it.
+        """Take ``request_id`` out of the open set and report it; the one way out.
 
         Called under the lock, which makes the first settlement win: a later one finds the
         request gone and returns None. ``response`` None means the neutral response.
         """
-        opened = self._open.get(request_id)
+        open_ = self._open
+        opened = open_.get(request_id)
         if opened is None:
             return None
         at = self._now()  # may raise: read it before the first change of state
-        if response is None:
-            response = InteractionResponse.neutral(request_id)
-        event = build_prompt_settled(
-            opened.agent_id, request_id, how, response, opened.at, at, opened.request.kind
-        )
-        self._take(opened, event)
-        return event
-
-    def _take(self, opened: PromptOpened, event: PromptSettled) -> None:
-        """Take ``opened`` out of the open set and report ``event``, its settlement; the
-        one way out. Under the lock, with ``opened`` the open set's entry for its id."""
-        open_ = self._open
-        request_id = event.request_id
         del open_[request_id]
+        agent_id = opened.agent_id
         by_agent = self._by_agent
         if by_agent is not None:
-            agent_id = event.agent_id
             ids = by_agent[agent_id]
             if isinstance(ids, str):
                 del by_agent[agent_id]
@@ -341,13 +316,17 @@ class HubCore:
             if self._opened - self._opened_when_emptied > _SHRINK_AFTER_OPENS:
                 open_.clear()  # empty already: only its table goes
                 self._opened_when_emptied = self._opened
-        how = event.how
         if how is Settlement.ANSWERED:
             self._answered += 1
         elif how is Settlement.CANCELLED:
             self._cancelled += 1
         else:
             self._expired += 1
+        if response is None:
+            response = InteractionResponse.neutral(request_id)
+        event = build_prompt_settled(
+            agent_id, request_id, how, response, opened.at, at, opened.request.kind
+        )
         recent = self._recent
         recent[request_id] = event
         if len(recent) >= _RECENT_SETTLEMENTS:
@@ -365,6 +344,7 @@ class HubCore:
                 listener(event)
             except Exception:
                 _log.exception("hub listener raised on %r; ignored", event)
+        return event
 
     def _settle_and_nudge(
         self, request_id: str, how: Settlement, response: InteractionResponse | None

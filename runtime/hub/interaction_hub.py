@@ -20,7 +20,6 @@ from components.interaction import (
     PromptOpened,
     PromptSettled,
     Settlement,
-    build_prompt_settled,
 )
 from runtime.cancel import CancelToken
 from runtime.errors import ConfigError, DuplicateRequestError
@@ -33,8 +32,6 @@ __all__ = ["InteractionHub"]
 # The longest single timed wait: `threading.TIMEOUT_MAX` is the bound, and a day is plenty
 # for one slice of a longer wait.
 _LONGEST_WAIT = min(86_400.0, threading.TIMEOUT_MAX)
-
-_ANSWERED = Settlement.ANSWERED
 
 
 class InteractionHub(HubCore):
@@ -111,29 +108,10 @@ class InteractionHub(HubCore):
         Returns False, changing nothing, if that request is unknown or already settled.
         An answer wins whenever it takes the lock first, even at or past the deadline.
         """
-        request_id = response.request_id
-        # The event is made before the lock is taken, from the entry read without it (one
-        # atomic dict lookup), so the lock is held only for the open set's changes and the
-        # report. Under the lock the entry must still be the open one, else (settled, or
-        # settled and opened again under the same id meanwhile) the answer takes the long
-        # way, all under the lock.
-        opened = self._open.get(request_id)
-        if opened is None:
-            return False
-        event = build_prompt_settled(
-            opened.agent_id,
-            request_id,
-            _ANSWERED,
-            response,
-            opened.at,
-            self._now(),  # after the entry was read: not before its opening
-            opened.request.kind,
-        )
         with self._lock:
-            if self._open.get(request_id) is opened:
-                self._take(opened, event)
-            elif self._settle(request_id, _ANSWERED, response) is None:
-                return False
+            settled = self._settle(response.request_id, Settlement.ANSWERED, response)
+        if settled is None:
+            return False
         wake = self._wake
         if wake is not None:
             wake.notify()
