@@ -279,17 +279,20 @@ def _restart(
                     agent_id, request = effects.prompts[request_id]
                     live.open_prompt(agent_id, request)
     _seek_models(world, effects, thinking)
-    for start in work:
-        start()
+    # A tool's prompt (or one a finished agent left) is cancelled before any work starts
+    # again: a tool run again asks under the same id (`ToolContext.ask`), and its new
+    # opening must come after the old prompt's end, in the inbox as in the lockstep.
     now = world.now
     for request_id, opened in open_at_end.items():
-        if request_id not in reopened:  # a tool's prompt, or one a finished agent left
+        if request_id not in reopened:
             neutral = InteractionResponse.neutral(request_id)
             kind = opened.request.kind
             settled = PromptSettled(
                 opened.agent_id, request_id, Settlement.CANCELLED, neutral, opened.at, now, kind
             )
             world.post(settled)
+    for start in work:
+        start()
 
 
 def _charge_budgets(world: World, effects: ReplayEffects, recorded: list[RecordedTick]) -> None:

@@ -9,7 +9,6 @@ A tool is any callable ``tool(args, ctx) -> JSON value`` with a ``name``, an opt
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -63,18 +62,26 @@ class Tool(Protocol):
 @fast_frozen_init  # one per tool call, on the lane's thread
 @dataclasses.dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What one tool call knows about where it runs: who, which call, its token, the hub."""
+    """What one tool call knows about where it runs: who, which call, its token, the hub,
+    and the id of the batch it is part of (``""`` outside a world)."""
 
     agent_id: str
     call_id: str
     cancel: CancelToken
     hub: SupportsAsk | None = None
+    batch_id: str = ""
+    # How many prompts this call has named so far (see `ask`); not a parameter.
+    _asked: int = dataclasses.field(default=0, init=False, repr=False, compare=False)
 
     def ask(self, request: InteractionRequest) -> InteractionResponse:
         """Ask a person through the hub and wait (off the lane) for the answer.
 
-        The prompt is cancelled if the call's token fires (a timeout or a cancelled batch),
-        so a call that gives up leaves no orphaned prompt.
+        A request without an id is named by the run: ``<batch id>/<call id>`` for the
+        call's first prompt, then ``#2``, ``#3``... for the next ones. The same run names
+        its prompts the same way every time (a lockstep run's digests hold the ids of
+        open prompts), whichever lane thread asks first. Outside a world (no batch id)
+        the hub names it. The prompt is cancelled if the call's token fires (a timeout or
+        a cancelled batch), so a call that gives up leaves no orphaned prompt.
 
         Raises:
             ConfigError: the call was run without a hub.
@@ -86,13 +93,19 @@ class ToolContext:
                 f"call {self.call_id!r} of agent {self.agent_id!r} cannot ask a person: "
                 "no interaction hub was given"
             )
-        if not request.id:  # named here, not by the hub, so that a cancel can find it
-            request = request.with_id(f"{self.call_id}-{uuid.uuid4().hex[:12]}")
+        if not request.id and self.batch_id:
+            asked = self._asked + 1
+            _set_asked(self, asked)  # a call's prompts are asked one after another
+            name = f"{self.batch_id}/{self.call_id}"
+            request = request.with_id(name if asked == 1 else f"{name}#{asked}")
         # The hub withdraws the prompt when the token fires, whenever it fires: before the
         # prompt opens, while it is open, or in between (no window for an orphan).
         response = hub.ask(self.agent_id, request, cancel=self.cancel)
         self.cancel.raise_if_cancelled()
         return response
+
+
+_set_asked = ToolContext.__dict__["_asked"].__set__
 
 
 ToolFunction = Callable[[Mapping[str, Any], ToolContext], Any]

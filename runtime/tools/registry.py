@@ -190,8 +190,12 @@ class ToolRegistry:
         agent_id: str,
         cancel: CancelToken,
         hub: SupportsAsk | None = None,
+        batch_id: str = "",
     ) -> ToolResult:
         """Run one call and return its result; every failure is an error result.
+
+        ``batch_id`` (the world's id of the batch the call is part of) names the prompts
+        the tool asks through its context (see `ToolContext.ask`).
 
         A tool with a timeout gets a child of ``cancel`` that also fires at the timeout; one
         without runs on ``cancel`` itself (a child token and its link per call cost a lock
@@ -205,7 +209,7 @@ class ToolRegistry:
             return ToolResult(call.id, error=f"unknown tool {call.name!r}")
         timeout = tool.timeout
         if timeout is None:
-            result = _invoke(tool, call, ToolContext(agent_id, call.id, cancel, hub))
+            result = _invoke(tool, call, ToolContext(agent_id, call.id, cancel, hub, batch_id))
             if result is None:
                 raise Cancelled(cancel.reason or "cancelled")
             return result
@@ -218,7 +222,7 @@ class ToolRegistry:
         message = f"tool timed out after {timeout:g}s"
         deadline = schedule(timeout, token, message)
         try:
-            result = _invoke(tool, call, ToolContext(agent_id, call.id, token, hub))
+            result = _invoke(tool, call, ToolContext(agent_id, call.id, token, hub, batch_id))
         finally:
             cancel.remove_callback(follow)
             overran = deadline.cancel()
@@ -235,6 +239,7 @@ class ToolRegistry:
         agent_id: str,
         cancel: CancelToken,
         hub: SupportsAsk | None = None,
+        batch_id: str = "",
     ) -> list[ToolResult]:
         """Run ``calls`` one after another; one result per call, in call order.
 
@@ -244,7 +249,9 @@ class ToolRegistry:
         results = []
         for call in calls:
             cancel.raise_if_cancelled()
-            results.append(self.run_call(call, agent_id=agent_id, cancel=cancel, hub=hub))
+            results.append(
+                self.run_call(call, agent_id=agent_id, cancel=cancel, hub=hub, batch_id=batch_id)
+            )
         return results
 
 

@@ -74,7 +74,8 @@ class ToolBatch:
     per call, in call order; each call's tool is found by name in ``tools`` wherever the
     batch runs. ``hub`` is None where tools must not ask a person (an executor lane).
     ``interrupted`` names calls not to run: a restart cut them short, and they get the
-    ``RESTART_ERROR`` result instead (their tools are not idempotent).
+    ``RESTART_ERROR`` result instead (their tools are not idempotent). ``batch_id`` names
+    the prompts its tools ask (`ToolContext.ask`).
     """
 
     tools: ToolRegistry
@@ -82,6 +83,7 @@ class ToolBatch:
     agent_id: str
     hub: HubRef | None = None
     interrupted: frozenset[str] = frozenset()
+    batch_id: str = ""
 
     def __call__(self, cancel: CancelToken) -> list[ToolResult]:
         """Run the batch.
@@ -91,7 +93,9 @@ class ToolBatch:
         """
         hub = None if self.hub is None else self.hub.resolve()
         if not self.interrupted:
-            return self.tools.run_batch(self.calls, agent_id=self.agent_id, cancel=cancel, hub=hub)
+            return self.tools.run_batch(
+                self.calls, agent_id=self.agent_id, cancel=cancel, hub=hub, batch_id=self.batch_id
+            )
         results = []
         for call in self.calls:
             if call.id in self.interrupted:
@@ -99,7 +103,9 @@ class ToolBatch:
                 continue
             cancel.raise_if_cancelled()
             results.append(
-                self.tools.run_call(call, agent_id=self.agent_id, cancel=cancel, hub=hub)
+                self.tools.run_call(
+                    call, agent_id=self.agent_id, cancel=cancel, hub=hub, batch_id=self.batch_id
+                )
             )
         return results
 
@@ -231,7 +237,7 @@ class LiveEffects:
     def run_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
     ) -> None:
-        run = ToolBatch(self._tools, calls, agent_id, self._tool_hub)
+        run = ToolBatch(self._tools, calls, agent_id, self._tool_hub, frozenset(), ref)
         self._submit_tools(ToolJob(agent_id, ref, run, calls, cancel))
 
     def restart_tools(
@@ -250,7 +256,7 @@ class LiveEffects:
             results = tuple(ToolResult(c.id, error=RESTART_ERROR) for c in calls)
             self._inbox.put(ToolOutcome(agent_id, ref, results, 0.0))
             return
-        run = ToolBatch(tools, calls, agent_id, self._tool_hub, interrupted)
+        run = ToolBatch(tools, calls, agent_id, self._tool_hub, interrupted, ref)
         self._submit_tools(ToolJob(agent_id, ref, run, calls, cancel))
 
     def _submit_tools(self, job: ToolJob) -> None:

@@ -56,6 +56,34 @@ def test_it_keeps_the_signature_defaults_equality_and_frozenness():
         Fast()  # the required field is still required
 
 
+def test_a_field_that_is_no_parameter_starts_at_its_default_as_in_the_generated_init():
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Counted:
+        a: int
+        seen: int = dataclasses.field(default=0, init=False, compare=False)
+
+    fast = fast_frozen_init(
+        dataclasses.make_dataclass(
+            "Counted",
+            [("a", int), ("seen", int, dataclasses.field(default=0, init=False, compare=False))],
+            frozen=True,
+            slots=True,
+        )
+    )
+    shape = [p.name for p in inspect.signature(fast.__init__).parameters.values()]
+    assert shape == [p.name for p in inspect.signature(Counted.__init__).parameters.values()]
+    assert shape == ["self", "a"]
+    assert fast(1).seen == Counted(1).seen == 0
+    with pytest.raises(TypeError):
+        fast(1, 2)  # not a parameter
+    with pytest.raises(TypeError, match=r"Bare\.b: init=False needs a default"):
+        fast_frozen_init(
+            dataclasses.make_dataclass(
+                "Bare", [("b", int, dataclasses.field(init=False))], frozen=True, slots=True
+            )
+        )
+
+
 def test_the_hot_messages_use_it_and_behave_as_before():
     response = InteractionResponse("r1", "yes")
     assert response == InteractionResponse.text("r1", "yes")

@@ -308,6 +308,52 @@ def test_a_prompt_whose_opening_never_reached_the_journal_is_opened_afresh(tmp_p
     assert replay(path).ticks == resumed.tick_count
 
 
+def _consulting_tools() -> ToolRegistry:
+    tools = ToolRegistry()
+
+    @tools.tool(idempotent=True)
+    def consult(args: Any, ctx: Any) -> Any:
+        return ctx.ask(InteractionRequest.free_text("", "which way?")).value
+
+    return tools
+
+
+def consulter(turn: Any) -> Any:
+    """One call of a tool that asks a person; returns its output."""
+    (result,) = yield CallTools(ToolCall("c1", "consult", {}))
+    return result.output
+
+
+def test_a_prompt_a_tool_had_open_at_the_crash_is_asked_again_once_under_its_id(tmp_path):
+    path = tmp_path / "run.db"
+    world = World(
+        seed=1, clock=ManualClock(), tools=_consulting_tools(), journal=Journal.create(path)
+    )
+    world.spawn(consulter)
+    world.tick()  # the batch is dispatched; its tool opens the prompt on the lane
+    wait_for(lambda: bool(world.hub.pending()), what="the tool's prompt")
+    world.tick()  # the opening is journaled; the process "dies" with the prompt open
+    ((_, asked),) = world.hub.pending()
+    assert asked.id == "a1/t1/b1/c1"
+    world.close()
+    resumed = resume(path, tools=_consulting_tools())
+    try:
+        # The tool runs again (it is idempotent) and asks again, under the same id: the
+        # cancellation of the old prompt reaches the world before the new opening, so the
+        # agent waits on the prompt that is open, and on it alone.
+        wait_for(lambda: bool(resumed.hub.pending()), what="the prompt asked again")
+        ((_, again),) = resumed.hub.pending()
+        assert again.id == asked.id
+        resumed.tick()
+        assert resumed._state.records["a1"].prompt_ids() == [asked.id]
+        assert resumed.hub.answer(InteractionResponse.text(asked.id, "left"))
+        resumed.run_until_idle(timeout=10)
+        assert resumed.result("a1") == "left"
+    finally:
+        resumed.close()
+    assert replay(path).ticks == resumed.tick_count
+
+
 def test_resuming_a_real_clock_journal_keeps_world_time_monotonic(tmp_path):
     path = tmp_path / "run.db"
     world = World(seed=2, clock=MonotonicClock(1000.0), journal=Journal.create(path))

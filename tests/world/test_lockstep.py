@@ -15,6 +15,7 @@ from runtime import (
     InteractionResponse,
     ManualClock,
     MonotonicClock,
+    PromptOpened,
     ScriptedModel,
     Sleep,
     Think,
@@ -355,3 +356,67 @@ def test_a_journal_of_a_lockstep_run_replays(tmp_path):
         world.close()
     report = replay(path)
     assert report.ticks == ticks and report.effects.get("run_tools") == 4
+
+
+def _asking_run(make_world) -> tuple[list[tuple[int, str | None]], list[str], list[object]]:
+    """A lockstep run whose tools ask a person: three agents, each asking through the
+    built-in tool twice (the same call id in two batches of one turn) and through a tool
+    that asks twice in one call; an operator (a host timer) answers every second.
+    Returns every tick's digest, the prompt ids in the order they opened, the results."""
+    from runtime import AskUserTool
+    from runtime.tools import ToolContext
+
+    tools = ToolRegistry()
+    tools.add(AskUserTool())
+
+    @tools.tool()
+    def twice(args, ctx: ToolContext) -> object:
+        first = ctx.ask(InteractionRequest.free_text("", "first?"))
+        second = ctx.ask(InteractionRequest.free_text("", "second?"))
+        return [first.value, second.value]
+
+    def asker(turn):
+        got = []
+        for _ in range(2):
+            results = yield CallTools(ToolCall("c1", "ask_user", {"prompt": "colour?"}))
+            got.append(results[0].output)
+        results = yield CallTools(ToolCall("c1", "twice"))
+        return [*got, results[0].output]
+
+    world = make_world(tools=tools, track_digests=True)
+    agents = [world.spawn(asker) for _ in range(3)]
+
+    def operator() -> None:  # answers with the prompt's own id, so the results show them
+        for _owner, request in world.hub.pending():
+            world.hub.answer(InteractionResponse.text(request.id, request.id))
+        if any(not world.status(a).kind.is_terminal for a in agents):
+            world.call_at(world.now + 1.0, operator)
+
+    world.call_at(1.0, operator)
+    digests: list[tuple[int, str | None]] = []
+    opened: list[str] = []
+
+    def note(report, inputs) -> None:
+        digests.append((report.tick, report.digest))
+        opened.extend(item.request.id for _seq, item in inputs if type(item) is PromptOpened)
+
+    world.observe(note)
+    world.run_until_idle(max_ticks=500)
+    return digests, opened, [world.result(a) for a in agents]
+
+
+def test_a_lockstep_run_whose_tools_ask_a_person_repeats_its_digests_and_prompt_ids(make_world):
+    # The determinism contract: same seed and scenario, same digest after every tick. An
+    # open prompt's id is in the digest, so a tool's prompt must be named by the run, not
+    # by chance (a uuid) or by which lane thread asked first (the hub's counter).
+    first_digests, first_ids, first_results = _asking_run(make_world)
+    second_digests, second_ids, second_results = _asking_run(make_world)
+    assert first_digests == second_digests
+    assert sorted(first_ids) == sorted(second_ids)
+    assert first_results == second_results
+    assert len(first_ids) == len(set(first_ids)) == 3 * 4  # unique across agents and batches
+    # Each result is the id of the prompt it answered: named by the batch and the call,
+    # the second ask of one call numbered.
+    agent = first_results[0]
+    assert agent[0].endswith("/b1/c1") and agent[1].endswith("/b2/c1"), agent
+    assert agent[2] == [f"{agent[2][0]}", f"{agent[2][0]}#2"] and agent[2][0].endswith("/b3/c1")
