@@ -10,10 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import (
+    CallTools,
     Entry,
+    InteractionRequest,
     InteractionResponse,
     ManualClock,
     StatusKind,
+    ToolCall,
     ToolOutcome,
     ToolRegistry,
     ToolResult,
@@ -40,7 +43,21 @@ def _jittery_tools() -> ToolRegistry:
         ctx.cancel.wait(jitter.random() * 0.004)
         return {"done": args.get("n", 0)}
 
+    @tools.tool()
+    def consult(args, ctx):  # asks a person from a lane thread, at a random moment
+        ctx.cancel.wait(jitter.random() * 0.004)
+        return ctx.ask(InteractionRequest.free_text("", "go on?")).value
+
     return tools
+
+
+def consulter(turn):
+    """Asks a person through a tool, twice (the same call id in two batches)."""
+    got = []
+    for _ in range(2):
+        (result,) = yield CallTools(ToolCall("c1", "consult", {}))
+        got.append(result.output)
+    return got
 
 
 def _run(seed: int, script: list[tuple[str, int]], agents: int) -> list[str]:
@@ -50,6 +67,7 @@ def _run(seed: int, script: list[tuple[str, int]], agents: int) -> list[str]:
     )
     try:
         ids = [world.spawn(jb.worker, f"t{i}") for i in range(agents)]
+        ids += [world.spawn(consulter) for _ in range(2)]
         digests = []
         for command, index in script:
             agent = ids[index % len(ids)]
