@@ -15,6 +15,11 @@ on which lane thread got there first; a settlement of such a prompt that arrives
 its opening was released waits behind it. Settling a prompt a job waits on makes the job
 run again: the next tick waits for it.
 
+The prompt events and posts of a job whose agent is interrupted or cancelled (its slot
+abandoned, or its token fired) are dropped unreleased, like its outcome: how far its thread
+got before the command landed is thread timing, so the world never sees them. Its prompt is
+withdrawn from the hub as the token fires.
+
 A job that never returns (a tool that ignores its token) would hold every tick: the tool
 timeout still bounds it. Once the sum of its calls' timeouts plus `GIVE_UP_GRACE_SECS` of
 real time has passed since it started, the tick stops waiting; every call of the batch
@@ -264,6 +269,12 @@ class Lockstep:
             if self._evented:
                 for seq in sorted(self._evented):
                     slot = self._evented[seq]
+                    if slot.abandoned or slot.token.cancelled:
+                        # Stale, as its outcome is: whether its thread got this far before
+                        # the interrupt or cancel is thread timing. Its unreleased openings
+                        # stay listed, so that their settlements are held and dropped too.
+                        slot.events = []
+                        continue
                     items.extend(slot.events)
                     slot.events = []
                     slot.unreleased_opens.clear()

@@ -15,6 +15,7 @@ from runtime import (
     InteractionRequest,
     InteractionResponse,
     ManualClock,
+    PromptOpened,
     StatusKind,
     ToolCall,
     ToolOutcome,
@@ -51,6 +52,10 @@ def _jittery_tools() -> ToolRegistry:
     return tools
 
 
+def open_ids(world: World) -> set[str]:
+    return {request.id for _owner, request in world.hub.pending()}
+
+
 def consulter(turn):
     """Asks a person through a tool, twice (the same call id in two batches)."""
     got = []
@@ -68,14 +73,24 @@ def _run(seed: int, script: list[tuple[str, int]], agents: int) -> list[str]:
     try:
         ids = [world.spawn(jb.worker, f"t{i}") for i in range(agents)]
         ids += [world.spawn(consulter) for _ in range(2)]
+        # The prompts the world has seen open: a tool on a lane thread opens its prompt in
+        # the hub whenever it gets there, but its opening reaches the world at a tick the
+        # run fixes. A host answering what the hub lists between ticks would answer at
+        # thread timing (as a person would), so this one answers what the world shows.
+        seen: set[str] = set()
+        world.observe(
+            lambda _report, inputs: seen.update(
+                item.request.id for _seq, item in inputs if type(item) is PromptOpened
+            )
+        )
         digests = []
         for command, index in script:
             agent = ids[index % len(ids)]
             if command == "spawn":
                 ids.append(world.spawn(jb.worker, f"late {index}"))
             elif command == "answer":  # a person answering, between ticks
-                for _owner, request in world.hub.pending()[: index + 1]:
-                    world.hub.answer(InteractionResponse.text(request.id, f"yes {index}"))
+                for request_id in sorted(seen & open_ids(world))[: index + 1]:
+                    world.hub.answer(InteractionResponse.text(request_id, f"yes {index}"))
             elif command == "advance":
                 world.clock.advance(0.01 * index)  # type: ignore[attr-defined]
             elif command != "tick":

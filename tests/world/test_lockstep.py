@@ -26,6 +26,7 @@ from runtime import (
 )
 from runtime.errors import ConfigError
 from runtime.world import lockstep as lockstep_module
+from tests.conftest import wait_for
 
 WAIT = 10.0
 
@@ -420,3 +421,39 @@ def test_a_lockstep_run_whose_tools_ask_a_person_repeats_its_digests_and_prompt_
     agent = first_results[0]
     assert agent[0].endswith("/b1/c1") and agent[1].endswith("/b2/c1"), agent
     assert agent[2] == [f"{agent[2][0]}", f"{agent[2][0]}#2"] and agent[2][0].endswith("/b3/c1")
+
+
+def test_a_prompt_a_tool_opened_before_its_agent_was_interrupted_never_reaches_the_world(
+    make_world,
+):
+    # Whether the tool's thread got to its prompt before the interrupt landed is thread
+    # timing, so the world must see the same either way: no prompt. Here the prompt is
+    # surely open in the hub first (the worst case for a run that is to repeat itself).
+    from runtime import AskUserTool
+
+    tools = ToolRegistry()
+    tools.add(AskUserTool())
+
+    def asker(turn):
+        results = yield CallTools(ToolCall("c1", "ask_user", {"prompt": "colour?"}))
+        return results[0].output
+
+    world = make_world(tools=tools)
+    seen: list[tuple[int, str]] = []
+    world.observe(
+        lambda report, inputs: seen.extend(
+            (report.tick, type(item).__name__) for _seq, item in inputs
+        )
+    )
+    agent = world.spawn(asker, interactive=True)
+    world.send(agent, "go")
+    world.tick()  # the batch is dispatched; its tool opens the prompt on a lane thread
+    wait_for(lambda: bool(world.hub.pending()), what="the tool's prompt")
+    world.interrupt(agent)
+    world.tick()  # the interrupt lands; the tool's prompt is withdrawn from the hub
+    world.tick()
+    assert world.hub.pending() == []
+    assert world._state.records[agent].prompt_ids() == []
+    kinds = {kind for _tick, kind in seen}
+    assert "PromptOpened" not in kinds and "PromptSettled" not in kinds, seen
+    assert world.history(agent)[-1].content == "[interrupted by user]"
