@@ -42,11 +42,12 @@ from typing import Any
 
 from components import PromptOpened, PromptSettled, ToolCall, ToolResult
 from runtime.cancel import CancelToken
+from runtime.clock import Clock
 from runtime.lane.jobs import ToolJob, ToolOutcome
 from runtime.lane.parking import current as _lane_slot
 from runtime.world.inputs import Inbox
 
-__all__ = ["GIVE_UP_GRACE_SECS", "Lockstep", "StartMark"]
+__all__ = ["GIVE_UP_GRACE_SECS", "JobClock", "Lockstep", "StartMark"]
 
 GIVE_UP_GRACE_SECS = 1.0
 """How long past its timeouts a lockstep job that ignores its token is waited for."""
@@ -63,6 +64,7 @@ class _Slot:
         "abandoned",
         "agent_id",
         "asking",
+        "at",
         "budget",
         "calls",
         "due",
@@ -89,6 +91,7 @@ class _Slot:
         due: float,
         token: CancelToken,
         budget: float | None,
+        at: float,
     ) -> None:
         self.owner = owner
         self.seq = seq
@@ -96,6 +99,7 @@ class _Slot:
         self.ref = ref
         self.calls = calls
         self.due = due
+        self.at = at  # the world time it was dispatched at
         self.token = token
         self.budget = budget
         self.started: float | None = None
@@ -155,8 +159,9 @@ class Lockstep:
     ``caused`` on any thread (lane workers, the hub's callers).
     """
 
-    def __init__(self, inbox: Inbox) -> None:
+    def __init__(self, inbox: Inbox, clock: Clock) -> None:
         self._inbox = inbox
+        self._clock = clock
         self._cond = threading.Condition(threading.Lock())
         self._seq = itertools.count(1)
         self._slots: dict[tuple[str, str], _Slot] = {}  # (agent id, ref) -> slot
@@ -181,7 +186,15 @@ class Lockstep:
     ) -> ToolJob:
         """Track ``job`` (before it is submitted); returns the job to submit instead."""
         slot = _Slot(
-            self, next(self._seq), job.agent_id, job.batch_id, job.calls, due, job.cancel, budget
+            self,
+            next(self._seq),
+            job.agent_id,
+            job.batch_id,
+            job.calls,
+            due,
+            job.cancel,
+            budget,
+            self._clock.now(),
         )
         with self._cond:
             self._slots[(slot.agent_id, slot.ref)] = slot
@@ -310,6 +323,14 @@ class Lockstep:
             self._closed = True
             self._cond.notify_all()
 
+    def hub_clock(self) -> Clock:
+        """The clock for the world's hub. On a virtual clock, a `JobClock`: a prompt a job
+        opens is stamped with the job's dispatch time, not with whatever the clock reads
+        when its thread gets there. A real clock is real time on every thread."""
+        if not self._clock.virtual:
+            return self._clock
+        return JobClock(self._clock, self._slots)
+
     # -- any thread --------------------------------------------------------------------
 
     def outcome(self, outcome: ToolOutcome) -> None:
@@ -406,6 +427,35 @@ class Lockstep:
                 continue
             if now - started >= budget + GIVE_UP_GRACE_SECS:
                 slot.given_up = True
+
+
+class JobClock:
+    """A virtual clock that reads, on a lockstep job's own thread, the world time the job
+    was dispatched at.
+
+    A job takes no world time, but its thread runs while the host moves the clock on
+    between ticks: a prompt a tool opens would be stamped (and given its deadline) by
+    whichever came first. Stamped with the job's dispatch time instead, it expires at the
+    same tick on every run.
+    """
+
+    __slots__ = ("_clock", "_slots")
+
+    def __init__(self, clock: Clock, slots: dict[tuple[str, str], _Slot]) -> None:
+        self._clock = clock
+        self._slots = slots
+
+    @property
+    def virtual(self) -> bool:
+        return self._clock.virtual
+
+    def now(self) -> float:
+        job = getattr(getattr(_lane_slot, "slot", None), "job", None)
+        if job is not None:
+            slot = self._slots.get((job.agent_id, job.batch_id))  # one GIL-atomic read
+            if slot is not None:
+                return slot.at
+        return self._clock.now()
 
 
 def _given_up(slot: _Slot) -> ToolOutcome:

@@ -128,9 +128,9 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         self.lockstep = lockstep
         self.wake = Wake()
         self._inbox = Inbox(self.wake)
-        self._lockstep = Lockstep(self._inbox) if lockstep else None
+        self._lockstep = Lockstep(self._inbox, self.clock) if lockstep else None
         self.hub = InteractionHub(
-            clock=self.clock,
+            clock=self.clock if self._lockstep is None else self._lockstep.hub_clock(),
             timeout_secs=interaction_timeout_secs,
             listener=self._inbox.put if self._lockstep is None else self._hub_event,
         )

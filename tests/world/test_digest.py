@@ -68,7 +68,11 @@ def consulter(turn):
 def _run(seed: int, script: list[tuple[str, int]], agents: int) -> list[str]:
     """Run ``script`` on a lockstep world: commands between ticks, as a host would."""
     world = World(
-        seed=seed, clock=ManualClock(), tools=_jittery_tools(), models=jb.scripted_models()
+        seed=seed,
+        clock=ManualClock(),
+        tools=_jittery_tools(),
+        models=jb.scripted_models(),
+        interaction_timeout_secs=0.1,  # prompts expire within a script's `advance`s
     )
     try:
         ids = [world.spawn(jb.worker, f"t{i}") for i in range(agents)]

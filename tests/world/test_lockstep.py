@@ -457,3 +457,46 @@ def test_a_prompt_a_tool_opened_before_its_agent_was_interrupted_never_reaches_t
     kinds = {kind for _tick, kind in seen}
     assert "PromptOpened" not in kinds and "PromptSettled" not in kinds, seen
     assert world.history(agent)[-1].content == "[interrupted by user]"
+
+
+def test_a_prompt_a_tool_opens_is_stamped_with_its_dispatch_time_whenever_its_thread_asks(
+    make_world,
+):
+    # The host moves the clock on between ticks while the tool's thread is still on its
+    # way to the prompt: stamped by the clock, its deadline (and the tick it expires at)
+    # would depend on which came first.
+    from runtime.tools import ToolContext
+
+    go = threading.Event()
+    tools = ToolRegistry()
+
+    @tools.tool()
+    def consult(args, ctx: ToolContext) -> object:
+        assert go.wait(WAIT)
+        return ctx.ask(InteractionRequest.free_text("", "which way?")).value
+
+    def consulter(turn):
+        (result,) = yield CallTools(ToolCall("c1", "consult"))
+        return result.output
+
+    world = make_world(tools=tools, interaction_timeout_secs=10.0)
+    world.clock.advance(5.0)
+    agent = world.spawn(consulter)
+    world.tick()  # dispatched at 5.0
+    world.clock.advance(3.0)  # the host moves on before the tool asks
+    go.set()
+    wait_for(lambda: bool(world.hub.pending()), what="the tool's prompt")
+    ((opened),) = world.hub.opened()
+    assert (opened.at, opened.deadline) == (5.0, 15.0)
+    world.tick()  # at 8.0: the opening reaches the world
+    world.clock.advance(6.9)
+    world.tick()  # 14.9: not yet due
+    assert world.hub.pending()
+    world.clock.advance(0.1)
+    world.tick()  # 15.0: expired, on every run
+    assert world.hub.pending() == []
+    world.run_until_idle()
+    assert world.result(agent) == ""  # the neutral answer
+    # Off the job's thread the hub reads the world's clock as ever.
+    assert world.hub.open("host", InteractionRequest.free_text("", "and you?"))
+    assert world.hub.opened()[-1].at == world.now == 15.0
