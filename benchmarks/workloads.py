@@ -3,6 +3,7 @@ at once), turns/s, against the same workload written idiomatically with asyncio.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Generator, Mapping
 from typing import Any
@@ -52,17 +53,27 @@ def agent(turn: Any) -> Generator[Any, Any, str]:
 
 
 def _warm_lane(world: World) -> None:
-    """Start the lane's threads before timing, as the asyncio peer's pool threads are."""
+    """Start all the lane's threads before timing, as the asyncio peer's pool threads are.
 
-    def nap(cancel: CancelToken) -> tuple[()]:
-        time.sleep(0.01)
+    Every warm-up job waits for all the others (a barrier), so each holds a thread of its
+    own: jobs that merely napped could end before the last was submitted on a loaded
+    machine (a thread's start waits ~1 ms there), and the lane would start the run with
+    fewer threads than its width, paying for the rest inside the timed run.
+    """
+    everyone = threading.Barrier(WIDTH)
+
+    def meet(cancel: CancelToken) -> tuple[()]:
+        everyone.wait(10.0)
         return ()
 
+    failed = world.lane.stats().failed
     for i in range(WIDTH):
-        world.lane.submit(ToolJob("warm-up", f"warm{i}", nap))
-    deadline = time.monotonic() + 10
+        world.lane.submit(ToolJob("warm-up", f"warm{i}", meet))
+    deadline = time.monotonic() + 20
     while world.lane.stats().in_flight and time.monotonic() < deadline:
         time.sleep(0.005)
+    if world.lane.stats().failed != failed:
+        raise RuntimeError(f"the {world.lane.name!r} lane did not start {WIDTH} threads")
     world.inbox.drain()  # the warm-up outcomes are for no agent
 
 

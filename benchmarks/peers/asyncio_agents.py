@@ -18,6 +18,7 @@ and the thread pool are made (and the pool's threads started) before the clock s
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -59,7 +60,10 @@ async def _main(agents: int, tool: Tool, calls: Sequence[dict[str, Any]], width:
     pool = ThreadPoolExecutor(width, thread_name_prefix="asyncio-lane")
     loop.set_default_executor(pool)
     # Start every worker thread before timing, as the tickwork lane's threads are warm.
-    await asyncio.gather(*(asyncio.to_thread(time.sleep, 0.01) for _ in range(width)))
+    # Every warm-up call waits for all the others, so each holds a thread of its own (naps
+    # could end before the last submit on a loaded machine, leaving threads unstarted).
+    everyone = threading.Barrier(width)
+    await asyncio.gather(*(asyncio.to_thread(everyone.wait, 10.0) for _ in range(width)))
     sem = asyncio.Semaphore(width)
     prompts: asyncio.Queue[tuple[str, asyncio.Future[str]]] = asyncio.Queue()
     operator = asyncio.create_task(_operator(prompts))

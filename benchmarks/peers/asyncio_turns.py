@@ -17,6 +17,7 @@ every turn's latency from that start (for the p99).
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -66,7 +67,10 @@ async def _main(
     loop = asyncio.get_running_loop()
     pool = ThreadPoolExecutor(2 * width, thread_name_prefix="asyncio-lane")
     loop.set_default_executor(pool)
-    await asyncio.gather(*(asyncio.to_thread(time.sleep, 0.01) for _ in range(2 * width)))
+    # Every warm-up call waits for all the others, so each holds a thread of its own (naps
+    # could end before the last submit on a loaded machine, leaving threads unstarted).
+    everyone = threading.Barrier(2 * width)
+    await asyncio.gather(*(asyncio.to_thread(everyone.wait, 10.0) for _ in range(2 * width)))
     models, tools = asyncio.Semaphore(width), asyncio.Semaphore(width)
     prompts: asyncio.Queue[asyncio.Future[str]] = asyncio.Queue()
     operator = asyncio.create_task(_operator(prompts))
