@@ -12,7 +12,6 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from components import InteractionRequest, ToolCall, ToolResult
@@ -207,23 +206,18 @@ class LiveEffects:
             return
         call = ToolCall(ref, f"model:{request.model}")
         stream = self._streams.open(agent_id, ref)
+        if type(request) is ModelRequest and request.stream is None:
+            # DispatchWork built it for this call alone and nobody else holds it: it gets
+            # its stream in place (a frozen dataclass's slot, set once, before anyone can
+            # read it) instead of a second request built around it.
+            _set_request_stream(request, stream)
+        else:
+            request = dataclasses.replace(request, stream=stream)
+        run = _ModelCall(model, request, ref, stream, self._streams, self._usage, cancel)
         # Cancel (and an interrupt's token) closes the stream too, so a late delta is refused.
         # The token is the turn's, which outlives the call: the call takes its callback off
         # again when it ends (a long turn of many calls would keep every stream otherwise).
-
-        def stop(_token: CancelToken) -> None:
-            stream.stop()
-
-        cancel.add_callback(stop)
-        if type(request) is ModelRequest:  # `dataclasses.replace` costs ~4x a plain build
-            request = ModelRequest(
-                request.agent_id, request.prompt, request.model, request.history, stream
-            )
-        else:
-            request = dataclasses.replace(request, stream=stream)
-        run = partial(
-            _complete, model, request, ref, stream, self._streams, self._usage, (cancel, stop)
-        )
+        cancel.add_callback(run.stop)
         job = ToolJob(agent_id, ref, run, (call,), cancel)
         # A model call has no bound of its own here: a provider bounds its own requests.
         self._submit(self._inference_lane, job, getattr(model, "virtual_duration", 0.0), None)
@@ -319,6 +313,55 @@ class LiveEffects:
 
 def _time_zero() -> float:
     return 0.0
+
+
+_set_request_stream = ModelRequest.__dict__["stream"].__set__
+
+
+class _ModelCall:
+    """One model call: the body of its lane job (called with the job's token) and, as
+    ``stop``, the turn token's callback that stops its stream.
+
+    One object per call where a closure (function, cell, closure tuple), a ``partial`` and
+    its argument tuples were six: every call in flight holds it, and a wave of 10,000
+    agents thinking at once made the collector walk all of them (asyncio_10k).
+    """
+
+    __slots__ = ("model", "ref", "request", "stream", "streams", "token", "usage")
+
+    def __init__(
+        self,
+        model: Model,
+        request: ModelRequest,
+        ref: str,
+        stream: Stream,
+        streams: StreamHub,
+        usage: UsageMeter,
+        token: CancelToken,
+    ) -> None:
+        self.model = model
+        self.request = request
+        self.ref = ref
+        self.stream = stream
+        self.streams = streams
+        self.usage = usage
+        self.token = token  # the turn's token, which ``stop`` is registered on
+
+    def __call__(self, cancel: CancelToken) -> Sequence[ToolResult]:
+        return _complete(
+            self.model,
+            self.request,
+            self.ref,
+            self.stream,
+            self.streams,
+            self.usage,
+            (self.token, self.stop),
+            cancel,
+        )
+
+    def stop(self, _token: CancelToken) -> None:
+        """The turn token fired: stop the call's stream (a later delta is refused)."""
+        self.stream.stop()
 
 
 def _complete(
