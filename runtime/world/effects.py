@@ -32,6 +32,9 @@ from runtime.world.lockstep import Lockstep
 
 __all__ = ["RESTART_ERROR", "HubRef", "LiveEffects", "ToolBatch"]
 
+EARLY_SLICE = 64
+"""Held lane jobs that go out before the release, in a tick no journal holds (`_submit`)."""
+
 RESTART_ERROR = "interrupted by a restart before completion; verify before retrying"
 """The result of a tool call that was in flight when the process died (see `runtime.resume`)."""
 
@@ -146,13 +149,18 @@ class LiveEffects:
         # Lane jobs asked for while held (`hold`), submitted at the last `release`.
         self._held: list[tuple[ToolLane, ToolJob]] | None = None
         self._holds = 0  # `hold` calls not yet released: holds nest
+        self._sliced = False  # the outermost hold asked for slices
 
-    def hold(self) -> None:
+    def hold(self, *, slices: bool = False) -> None:
         """Hold lane jobs from now until the matching ``release``; holds nest.
 
         DispatchWork holds a tick's jobs so that each lane takes them under one lock
         (`ToolLane.submit_all`) instead of one lock round trip per job, which workers
-        finishing jobs contend for.
+        finishing jobs contend for. It asks for ``slices``: when its hold is the only one,
+        every `EARLY_SLICE` jobs go out as they are reached, so a big dispatch (10,000
+        agents thinking at once) does not leave the lanes idle to its end. A hold that does
+        not ask for slices (the journal's, below) keeps every job to its release, those of
+        any hold nested inside it too.
 
         A journaled world holds a tick's jobs until the journal has committed the tick: a
         job started earlier could do its work and then be lost with the tick if the process
@@ -164,6 +172,7 @@ class LiveEffects:
         self._holds += 1
         if self._held is None:
             self._held = []
+            self._sliced = slices  # the outermost hold decides
 
     def release(self) -> None:
         """End a ``hold``; the last one submits the held jobs, lane by lane, each lane's in
@@ -184,6 +193,10 @@ class LiveEffects:
                 for _lane, job in held:
                     self._lockstep.untrack(job)
             return
+        self._submit_held(held)
+
+    def _submit_held(self, held: list[tuple[ToolLane, ToolJob]]) -> None:
+        """Submit held jobs, lane by lane, each lane's in the order they were asked for."""
         if len(held) == 1:
             self._start(*held[0])
             return
@@ -260,10 +273,17 @@ class LiveEffects:
         lockstep = self._lockstep
         if lockstep is not None:
             job = lockstep.track(job, due=self._now() + duration, budget=budget)
-        if self._held is not None:
-            self._held.append((lane, job))
-        else:
+        held = self._held
+        if held is None:
             self._start(lane, job)
+            return
+        held.append((lane, job))
+        if len(held) >= EARLY_SLICE and self._sliced and lockstep is None:
+            # A big dispatch (10,000 spawns thinking at once) hands its first jobs to the
+            # lanes while it goes on, rather than leaving them idle to its end. Only a
+            # tick's own hold: a journaled tick's jobs wait for its commit (see `hold`).
+            self._held = []
+            self._submit_held(held)
 
     def _start(self, lane: ToolLane, job: ToolJob) -> None:
         try:

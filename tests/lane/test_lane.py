@@ -627,9 +627,7 @@ def test_workers_are_named_grow_on_demand_and_exit_when_idle(make_lane):
         ToolLane(1, idle_timeout=0)
 
 
-def test_submit_all_starts_one_thread_and_each_new_worker_starts_the_next(
-    make_lane, monkeypatch
-):
+def test_submit_all_starts_one_thread_and_each_new_worker_starts_the_next(make_lane, monkeypatch):
     # A tick handing a lane growing its threads many jobs at once must not wait for every
     # thread start (`Thread.start` blocks until the thread runs): it starts one, and each
     # worker starts the next before running its own job, so all of them still run at once.

@@ -13,7 +13,7 @@ from runtime.hub import InteractionHub
 from runtime.lane import ToolLane, ToolOutcome
 from runtime.models import ScriptedModel
 from runtime.tools import ToolContext, ToolRegistry
-from runtime.world.effects import LiveEffects
+from runtime.world.effects import EARLY_SLICE, LiveEffects
 from runtime.world.inputs import Inbox
 from systems.lifecycle import turn_token
 from tests.lane.test_lane import WAIT, wait_until
@@ -96,3 +96,44 @@ def test_a_turn_of_many_model_calls_keeps_no_stream_stopper_on_its_token(make_wo
     world.run_until_idle(timeout=30)
     assert world.result(agent) == "done"
     assert max(seen) <= 1, seen  # none left behind by calls that have ended
+
+
+def test_a_dispatch_hold_sends_its_jobs_in_slices_and_a_journal_hold_keeps_them_all():
+    tools = ToolRegistry()
+    gate = threading.Event()
+
+    @tools.tool
+    def wait(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        assert gate.wait(WAIT)
+        return 1
+
+    effects, lane, inbox = _effects(tools)
+    slice_ = EARLY_SLICE
+
+    def ask(n: int, tag: str) -> None:
+        for i in range(n):
+            effects.run_tools(f"{tag}{i}", f"{tag}{i}/b1", (ToolCall("c1", "wait"),), CancelToken())
+
+    try:
+        effects.hold(slices=True)  # DispatchWork's own: slices go out as they are reached
+        ask(slice_ - 1, "a")
+        assert lane.stats().enqueued == 0
+        ask(1, "b")
+        assert lane.stats().enqueued == slice_
+        ask(slice_ + 2, "c")
+        assert lane.stats().enqueued == 2 * slice_
+        effects.release()
+        assert lane.stats().enqueued == 2 * slice_ + 2
+
+        effects.hold()  # a journaled tick's hold: nothing starts before its release
+        effects.hold(slices=True)  # DispatchWork's, nested inside it
+        ask(2 * slice_ + 1, "d")
+        effects.release()
+        assert lane.stats().enqueued == 2 * slice_ + 2
+        effects.release()
+        assert lane.stats().enqueued == 4 * slice_ + 3
+        gate.set()
+        wait_until(lambda: len(inbox) == 4 * slice_ + 3, "every outcome")
+    finally:
+        gate.set()
+        lane.close(WAIT)
