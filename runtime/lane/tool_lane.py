@@ -163,6 +163,11 @@ class ToolLane(LaneCore):
             raise LaneClosedError(f"lane {self._name!r} is closed; {len(entries)} jobs refused")
         self._launch_all(launch)
 
+    def free_permits(self) -> int:
+        """How many permits are free now, read without the lock: a hint (a worker may be
+        taking or giving one back at this moment), for deciding whether to submit now."""
+        return self._capacity - self._busy
+
     def stats(self) -> LaneStats:
         """Return a consistent snapshot of the lane's counters."""
         return self._snapshot()

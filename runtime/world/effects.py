@@ -32,8 +32,9 @@ from runtime.world.lockstep import Lockstep
 
 __all__ = ["RESTART_ERROR", "HubRef", "LiveEffects", "ToolBatch"]
 
-EARLY_SLICE = 64
-"""Held lane jobs that go out before the release, in a tick no journal holds (`_submit`)."""
+EARLY_SLICE = 16
+"""Held lane jobs that go out before the release while a lane has as many free permits, in a
+tick no journal holds (`LiveEffects._submit`)."""
 
 RESTART_ERROR = "interrupted by a restart before completion; verify before retrying"
 """The result of a tool call that was in flight when the process died (see `runtime.resume`)."""
@@ -278,10 +279,17 @@ class LiveEffects:
             self._start(lane, job)
             return
         held.append((lane, job))
-        if len(held) >= EARLY_SLICE and self._sliced and lockstep is None:
+        if (
+            len(held) >= EARLY_SLICE
+            and self._sliced
+            and lockstep is None
+            and lane.free_permits() >= EARLY_SLICE
+        ):
             # A big dispatch (10,000 spawns thinking at once) hands its first jobs to the
-            # lanes while it goes on, rather than leaving them idle to its end. Only a
-            # tick's own hold: a journaled tick's jobs wait for its commit (see `hold`).
+            # lanes while it goes on, rather than leaving them idle to its end; once a lane
+            # is full, more jobs would only queue behind its lock, which 64 workers
+            # finishing jobs contend for, so the rest wait for the release. Only a tick's
+            # own hold: a journaled tick's jobs wait for its commit (see `hold`).
             self._held = []
             self._submit_held(held)
 

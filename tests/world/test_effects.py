@@ -98,7 +98,7 @@ def test_a_turn_of_many_model_calls_keeps_no_stream_stopper_on_its_token(make_wo
     assert max(seen) <= 1, seen  # none left behind by calls that have ended
 
 
-def test_a_dispatch_hold_sends_its_jobs_in_slices_and_a_journal_hold_keeps_them_all():
+def test_a_dispatch_hold_sends_slices_while_the_lane_has_room_and_a_journal_hold_keeps_all():
     tools = ToolRegistry()
     gate = threading.Event()
 
@@ -107,33 +107,47 @@ def test_a_dispatch_hold_sends_its_jobs_in_slices_and_a_journal_hold_keeps_them_
         assert gate.wait(WAIT)
         return 1
 
-    effects, lane, inbox = _effects(tools)
+    inbox = Inbox()
     slice_ = EARLY_SLICE
+    lane = ToolLane(2 * slice_ + slice_ // 2, on_outcome=inbox.put)  # room for two slices
+    effects = LiveEffects(
+        inbox=inbox,
+        hub=InteractionHub(),
+        tool_lane=lane,
+        inference_lane=ToolLane(1, name="inference"),
+        tools=tools,
+        models={},
+    )
 
     def ask(n: int, tag: str) -> None:
         for i in range(n):
             effects.run_tools(f"{tag}{i}", f"{tag}{i}/b1", (ToolCall("c1", "wait"),), CancelToken())
 
     try:
-        effects.hold(slices=True)  # DispatchWork's own: slices go out as they are reached
-        ask(slice_ - 1, "a")
-        assert lane.stats().enqueued == 0
-        ask(1, "b")
-        assert lane.stats().enqueued == slice_
-        ask(slice_ + 2, "c")
-        assert lane.stats().enqueued == 2 * slice_
-        effects.release()
-        assert lane.stats().enqueued == 2 * slice_ + 2
-
         effects.hold()  # a journaled tick's hold: nothing starts before its release
         effects.hold(slices=True)  # DispatchWork's, nested inside it
-        ask(2 * slice_ + 1, "d")
+        ask(3 * slice_, "j")
         effects.release()
-        assert lane.stats().enqueued == 2 * slice_ + 2
+        assert lane.stats().enqueued == 0
         effects.release()
-        assert lane.stats().enqueued == 4 * slice_ + 3
+        assert lane.stats().enqueued == 3 * slice_
         gate.set()
-        wait_until(lambda: len(inbox) == 4 * slice_ + 3, "every outcome")
+        wait_until(lambda: lane.stats().in_flight == 0, "the journaled jobs")
+        gate.clear()
+
+        effects.hold(slices=True)  # DispatchWork's own: slices go out as they are reached
+        ask(slice_ - 1, "a")
+        assert lane.stats().enqueued == 3 * slice_
+        ask(1, "b")
+        assert lane.stats().enqueued == 4 * slice_
+        ask(slice_, "c")
+        assert lane.stats().enqueued == 5 * slice_  # the second slice: room for it still
+        ask(2 * slice_, "d")
+        assert lane.stats().enqueued == 5 * slice_  # too little room left: held to the end
+        effects.release()
+        assert lane.stats().enqueued == 7 * slice_
+        gate.set()
+        wait_until(lambda: len(inbox) == 7 * slice_, "every outcome")
     finally:
         gate.set()
         lane.close(WAIT)
