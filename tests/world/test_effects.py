@@ -11,7 +11,7 @@ from runtime import Think
 from runtime.cancel import CancelToken
 from runtime.hub import InteractionHub
 from runtime.lane import ToolLane, ToolOutcome
-from runtime.models import ScriptedModel
+from runtime.models import ModelReply, ModelRequest, ScriptedModel
 from runtime.tools import ToolContext, ToolRegistry
 from runtime.world.effects import EARLY_SLICE, LiveEffects
 from runtime.world.inputs import Inbox
@@ -151,3 +151,37 @@ def test_a_dispatch_hold_sends_slices_while_the_lane_has_room_and_a_journal_hold
     finally:
         gate.set()
         lane.close(WAIT)
+
+
+def test_a_cancel_stops_a_running_calls_stream_and_the_request_carries_that_stream(make_world):
+    # The call's one object is both the lane job's body and the turn token's stopper; the
+    # request DispatchWork built gets the call's stream in place, not in a copy.
+    running, seen = threading.Event(), []
+
+    class Blocking:
+        def complete(self, request: ModelRequest, cancel: CancelToken) -> ModelReply:
+            seen.append(request)
+            running.set()
+            assert cancel.wait(WAIT), "never cancelled"
+            return ModelReply("late")
+
+    world = make_world(models={"default": Blocking()}, lockstep=False)
+
+    def thinker(turn):
+        yield Think("go on")
+        return "done"
+
+    agent = world.spawn(thinker)
+    world.tick()
+    assert running.wait(WAIT)
+    (request,) = seen
+    stream = request.stream
+    assert stream is not None and not stream.stopped
+    assert (request.agent_id, request.prompt, request.model) == (agent, "go on", "default")
+    token = turn_token(world._state.records[agent])
+    world.cancel(agent)
+    world.tick()  # the cancel is applied: the turn's token fires
+    wait_until(lambda: stream.stopped, "the stream to stop")
+    assert stream.delta("more") is False  # a late delta is refused
+    wait_until(lambda: world.inference_lane.stats().in_flight == 0, "the call to end")
+    assert token._callbacks is None or not token._callbacks  # nothing left registered
