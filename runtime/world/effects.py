@@ -33,8 +33,9 @@ from runtime.world.lockstep import Lockstep
 __all__ = ["RESTART_ERROR", "HubRef", "LiveEffects", "ToolBatch"]
 
 EARLY_SLICE = 16
-"""Held lane jobs that go out before the release while a lane has as many free permits, in a
-tick no journal holds (`LiveEffects._submit`)."""
+"""Held lane jobs that go out before the release while a lane has as many free permits (a
+lane narrower than that: while it is idle), in a tick no journal holds
+(`LiveEffects._submit`)."""
 
 RESTART_ERROR = "interrupted by a restart before completion; verify before retrying"
 """The result of a tool call that was in flight when the process died (see `runtime.resume`)."""
@@ -283,7 +284,7 @@ class LiveEffects:
             len(held) >= EARLY_SLICE
             and self._sliced
             and lockstep is None
-            and lane.free_permits() >= EARLY_SLICE
+            and lane.free_permits() >= min(EARLY_SLICE, lane.capacity)
         ):
             # A big dispatch (10,000 spawns thinking at once) hands its first jobs to the
             # lanes while it goes on, rather than leaving them idle to its end; once a lane

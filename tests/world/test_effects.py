@@ -185,3 +185,38 @@ def test_a_cancel_stops_a_running_calls_stream_and_the_request_carries_that_stre
     assert stream.delta("more") is False  # a late delta is refused
     wait_until(lambda: world.inference_lane.stats().in_flight == 0, "the call to end")
     assert token._callbacks is None or not token._callbacks  # nothing left registered
+
+
+def test_a_lane_narrower_than_a_slice_takes_one_while_it_is_idle():
+    tools = ToolRegistry()
+    gate = threading.Event()
+
+    @tools.tool
+    def wait(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        assert gate.wait(WAIT)
+        return 1
+
+    inbox = Inbox()
+    lane = ToolLane(4, on_outcome=inbox.put)  # the default tool lane is 8 wide
+    effects = LiveEffects(
+        inbox=inbox,
+        hub=InteractionHub(),
+        tool_lane=lane,
+        inference_lane=ToolLane(1, name="inference"),
+        tools=tools,
+        models={},
+    )
+    try:
+        effects.hold(slices=True)
+        for i in range(2 * EARLY_SLICE):
+            effects.run_tools(f"a{i}", f"a{i}/b1", (ToolCall("c1", "wait"),), CancelToken())
+            if i == EARLY_SLICE - 1:
+                assert lane.stats().enqueued == EARLY_SLICE  # idle: the first slice went
+        assert lane.stats().enqueued == EARLY_SLICE  # busy now: the rest wait
+        effects.release()
+        assert lane.stats().enqueued == 2 * EARLY_SLICE
+        gate.set()
+        wait_until(lambda: len(inbox) == 2 * EARLY_SLICE, "every outcome")
+    finally:
+        gate.set()
+        lane.close(WAIT)
