@@ -7,6 +7,8 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._frozen import fast_frozen_init
+
 __all__ = [
     "Agent",
     "AgentSpec",
@@ -114,6 +116,7 @@ class TurnState:
     pending: Any = None  # the action being awaited (CallTools, Join, ...), if any
 
 
+@fast_frozen_init  # six a turn (the reply, each tool result, the prompt, the answer)
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One history entry: who said it (``user``, ``assistant``, ``tool``, ``system``)."""

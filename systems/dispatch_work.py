@@ -30,7 +30,7 @@ class DispatchWork(esper.Processor):
         # (one lock round trip per lane, not per job); a replay's effects start nothing.
         hold = getattr(state.effects, "hold", None)
         if hold is not None and len(work) > 1:
-            hold()
+            hold(slices=True)  # a big dispatch's jobs go out in slices as it goes
         else:
             hold = None
         try:

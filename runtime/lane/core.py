@@ -69,8 +69,7 @@ class Entry:
         """Give this job's permit to the next job (`off_lane` entry)."""
         self.depth += 1
         if self.depth == 1 and not self.parked:
-            for entry in self.lane._step_off(self):
-                self.lane._launch(entry)
+            self.lane._launch_all(self.lane._step_off(self))
 
     def resume(self) -> None:
         """Take a permit again, waiting while the lane is full (`off_lane` exit).
@@ -133,6 +132,16 @@ class LaneCore:
 
     def _launch(self, entry: Entry) -> None:
         raise NotImplementedError
+
+    def _launch_all(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            self._launch(entry)
+
+    def _threads_not_started(self, n: int) -> None:
+        """Count out ``n`` worker threads that `_hand_off` counted in but never started."""
+        with self._lock:
+            self._version += 1
+            self._threads -= n
 
     def _executor_done(self, entry: Entry, future: concurrent.futures.Future[Any]) -> None:
         raise NotImplementedError

@@ -41,16 +41,19 @@ class Stream:
         self.ref = ref
         self._hub = hub
         self._lock = threading.Lock()
-        self._parts: list[str] = []
+        # Both lists are made by their first item: most calls stream nothing and register
+        # no closer, and every call in flight holds its stream (two tracked objects less
+        # per call for the collector to walk).
+        self._parts: list[str] | None = None
         # Invariant: `_state` leaves _OPEN once, under `_lock`; `_closers` is emptied then.
         self._state = _OPEN
-        self._closers: list[Callable[[], object]] = []
+        self._closers: list[Callable[[], object]] | None = None
 
     @property
     def text(self) -> str:
         """Everything received so far."""
         with self._lock:
-            return "".join(self._parts)
+            return "".join(self._parts) if self._parts else ""
 
     @property
     def stopped(self) -> bool:
@@ -64,7 +67,10 @@ class Stream:
         with self._lock:
             if self._state == _STOPPED:
                 return False  # a late chunk after an interrupt is never applied
-            self._parts.append(text)
+            if self._parts is None:
+                self._parts = [text]
+            else:
+                self._parts.append(text)
         if self._hub is not None:
             self._hub.emit(self, text)
         return True
@@ -73,7 +79,10 @@ class Stream:
         """Call ``closer()`` when the stream is stopped (at once if it already is)."""
         with self._lock:
             if self._state == _OPEN:
-                self._closers.append(closer)
+                if self._closers is None:
+                    self._closers = [closer]
+                else:
+                    self._closers.append(closer)
                 return
             if self._state == _FINISHED:
                 return
@@ -85,9 +94,9 @@ class Stream:
             if self._state != _OPEN:
                 return None
             self._state = _STOPPED
-            text = "".join(self._parts)
-            closers, self._closers = self._closers, []
-        for closer in closers:
+            text = "".join(self._parts) if self._parts else ""
+            closers, self._closers = self._closers, None
+        for closer in closers or ():
             _run(closer)
         return text
 
@@ -97,7 +106,7 @@ class Stream:
             if self._state == _STOPPED:
                 return False
             self._state = _FINISHED
-            self._closers = []
+            self._closers = None
             return True
 
     def __repr__(self) -> str:

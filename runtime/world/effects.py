@@ -12,7 +12,6 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from components import InteractionRequest, ToolCall, ToolResult
@@ -32,6 +31,11 @@ from runtime.world.inputs import EffectFailed, Inbox
 from runtime.world.lockstep import Lockstep
 
 __all__ = ["RESTART_ERROR", "HubRef", "LiveEffects", "ToolBatch"]
+
+EARLY_SLICE = 16
+"""Held lane jobs that go out before the release while a lane has as many free permits (a
+lane narrower than that: while it is idle), in a tick no journal holds
+(`LiveEffects._submit`)."""
 
 RESTART_ERROR = "interrupted by a restart before completion; verify before retrying"
 """The result of a tool call that was in flight when the process died (see `runtime.resume`)."""
@@ -153,13 +157,18 @@ class LiveEffects:
         # Lane jobs asked for while held (`hold`), submitted at the last `release`.
         self._held: list[tuple[ToolLane, ToolJob]] | None = None
         self._holds = 0  # `hold` calls not yet released: holds nest
+        self._sliced = False  # the outermost hold asked for slices
 
-    def hold(self) -> None:
+    def hold(self, *, slices: bool = False) -> None:
         """Hold lane jobs from now until the matching ``release``; holds nest.
 
         DispatchWork holds a tick's jobs so that each lane takes them under one lock
         (`ToolLane.submit_all`) instead of one lock round trip per job, which workers
-        finishing jobs contend for.
+        finishing jobs contend for. It asks for ``slices``: when its hold is the only one,
+        every `EARLY_SLICE` jobs go out as they are reached, so a big dispatch (10,000
+        agents thinking at once) does not leave the lanes idle to its end. A hold that does
+        not ask for slices (the journal's, below) keeps every job to its release, those of
+        any hold nested inside it too.
 
         A journaled world holds a tick's jobs until the journal has committed the tick: a
         job started earlier could do its work and then be lost with the tick if the process
@@ -171,6 +180,7 @@ class LiveEffects:
         self._holds += 1
         if self._held is None:
             self._held = []
+            self._sliced = slices  # the outermost hold decides
 
     def release(self) -> None:
         """End a ``hold``; the last one submits the held jobs, lane by lane, each lane's in
@@ -191,6 +201,10 @@ class LiveEffects:
                 for _lane, job in held:
                     self._lockstep.untrack(job)
             return
+        self._submit_held(held)
+
+    def _submit_held(self, held: list[tuple[ToolLane, ToolJob]]) -> None:
+        """Submit held jobs, lane by lane, each lane's in the order they were asked for."""
         if len(held) == 1:
             self._start(*held[0])
             return
@@ -213,23 +227,18 @@ class LiveEffects:
             return
         call = ToolCall(ref, f"model:{request.model}")
         stream = self._streams.open(agent_id, ref)
+        if type(request) is ModelRequest and request.stream is None:
+            # DispatchWork built it for this call alone and nobody else holds it: it gets
+            # its stream in place (a frozen dataclass's slot, set once, before anyone can
+            # read it) instead of a second request built around it.
+            _set_request_stream(request, stream)
+        else:
+            request = dataclasses.replace(request, stream=stream)
+        run = _ModelCall(model, request, ref, stream, self._streams, self._usage, cancel)
         # Cancel (and an interrupt's token) closes the stream too, so a late delta is refused.
         # The token is the turn's, which outlives the call: the call takes its callback off
         # again when it ends (a long turn of many calls would keep every stream otherwise).
-
-        def stop(_token: CancelToken) -> None:
-            stream.stop()
-
-        cancel.add_callback(stop)
-        if type(request) is ModelRequest:  # `dataclasses.replace` costs ~4x a plain build
-            request = ModelRequest(
-                request.agent_id, request.prompt, request.model, request.history, stream
-            )
-        else:
-            request = dataclasses.replace(request, stream=stream)
-        run = partial(
-            _complete, model, request, ref, stream, self._streams, self._usage, (cancel, stop)
-        )
+        cancel.add_callback(run.stop)
         job = ToolJob(agent_id, ref, run, (call,), cancel)
         # A model call has no bound of its own here: a provider bounds its own requests.
         self._submit(self._inference_lane, job, getattr(model, "virtual_duration", 0.0), None)
@@ -272,10 +281,24 @@ class LiveEffects:
         lockstep = self._lockstep
         if lockstep is not None:
             job = lockstep.track(job, due=self._now() + duration, budget=budget)
-        if self._held is not None:
-            self._held.append((lane, job))
-        else:
+        held = self._held
+        if held is None:
             self._start(lane, job)
+            return
+        held.append((lane, job))
+        if (
+            len(held) >= EARLY_SLICE
+            and self._sliced
+            and lockstep is None
+            and lane.free_permits() >= min(EARLY_SLICE, lane.capacity)
+        ):
+            # A big dispatch (10,000 spawns thinking at once) hands its first jobs to the
+            # lanes while it goes on, rather than leaving them idle to its end; once a lane
+            # is full, more jobs would only queue behind its lock, which 64 workers
+            # finishing jobs contend for, so the rest wait for the release. Only a tick's
+            # own hold: a journaled tick's jobs wait for its commit (see `hold`).
+            self._held = []
+            self._submit_held(held)
 
     def _start(self, lane: ToolLane, job: ToolJob) -> None:
         try:
@@ -325,6 +348,55 @@ class LiveEffects:
 
 def _time_zero() -> float:
     return 0.0
+
+
+_set_request_stream = ModelRequest.__dict__["stream"].__set__
+
+
+class _ModelCall:
+    """One model call: the body of its lane job (called with the job's token) and, as
+    ``stop``, the turn token's callback that stops its stream.
+
+    One object per call where a closure (function, cell, closure tuple), a ``partial`` and
+    its argument tuples were six: every call in flight holds it, and a wave of 10,000
+    agents thinking at once made the collector walk all of them (asyncio_10k).
+    """
+
+    __slots__ = ("model", "ref", "request", "stream", "streams", "token", "usage")
+
+    def __init__(
+        self,
+        model: Model,
+        request: ModelRequest,
+        ref: str,
+        stream: Stream,
+        streams: StreamHub,
+        usage: UsageMeter,
+        token: CancelToken,
+    ) -> None:
+        self.model = model
+        self.request = request
+        self.ref = ref
+        self.stream = stream
+        self.streams = streams
+        self.usage = usage
+        self.token = token  # the turn's token, which ``stop`` is registered on
+
+    def __call__(self, cancel: CancelToken) -> Sequence[ToolResult]:
+        return _complete(
+            self.model,
+            self.request,
+            self.ref,
+            self.stream,
+            self.streams,
+            self.usage,
+            (self.token, self.stop),
+            cancel,
+        )
+
+    def stop(self, _token: CancelToken) -> None:
+        """The turn token fired: stop the call's stream (a later delta is refused)."""
+        self.stream.stop()
 
 
 def _complete(

@@ -627,6 +627,75 @@ def test_workers_are_named_grow_on_demand_and_exit_when_idle(make_lane):
         ToolLane(1, idle_timeout=0)
 
 
+def test_submit_all_starts_one_thread_and_each_new_worker_starts_the_next(make_lane, monkeypatch):
+    # A tick handing a lane growing its threads many jobs at once must not wait for every
+    # thread start (`Thread.start` blocks until the thread runs): it starts one, and each
+    # worker starts the next before running its own job, so all of them still run at once.
+    jobs = 6
+    lane = make_lane(jobs, name="io", on_outcome=Outcomes())
+    submitter = threading.get_ident()
+    starts: list[int] = []
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        starts.append(threading.get_ident())
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    together = threading.Barrier(jobs + 1, timeout=WAIT)
+    order: list[str] = []
+
+    def job(batch_id: str) -> ToolJob:
+        def run(cancel: CancelToken) -> list[ToolResult]:
+            order.append(batch_id)
+            together.wait()  # every job at once: each needs a thread of its own
+            return result(batch_id)
+
+        return ToolJob("a1", batch_id, run)
+
+    lane.submit_all([job(f"b{i}") for i in range(jobs)])
+    assert starts.count(submitter) == 1
+    together.wait()
+    wait_until(lambda: lane.stats().finished == jobs, "every job")
+    assert len(starts) == jobs and lane.stats().threads == jobs
+    assert order[0] == "b0"  # the first thread runs the first job
+    check_balance(lane.stats())
+
+
+def test_a_worker_that_cannot_start_the_next_thread_runs_those_jobs_itself(
+    make_lane, monkeypatch, caplog
+):
+    outcomes = Outcomes()
+    lane = make_lane(4, name="io", on_outcome=outcomes)
+    real_start = threading.Thread.start
+    submitter = threading.get_ident()
+
+    def start(self: threading.Thread) -> None:
+        if threading.get_ident() != submitter:
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    order: list[str] = []
+
+    def job(batch_id: str) -> ToolJob:
+        def run(cancel: CancelToken) -> list[ToolResult]:
+            order.append(batch_id)
+            return result(batch_id)
+
+        return ToolJob("a1", batch_id, run)
+
+    with caplog.at_level(logging.ERROR, logger="runtime.lane.tool_lane"):
+        lane.submit_all([job(f"b{i}") for i in range(4)])
+        assert sorted(o.batch_id for o in outcomes.take(4)) == ["b0", "b1", "b2", "b3"]
+    assert order == ["b0", "b1", "b2", "b3"]  # one worker, in the order handed in
+    assert "could not start a worker thread" in caplog.text
+    wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
+    s = lane.stats()
+    assert s.threads == 1 and s.finished == 4
+    check_balance(s)
+
+
 def test_a_hand_off_racing_an_idle_timeout_is_not_lost(make_lane):
     # White-box, to force the race: the idle worker's wait times out while the test holds
     # the lane's lock and hands it a job, so the worker wakes "timed out" with work waiting.

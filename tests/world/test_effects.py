@@ -11,9 +11,9 @@ from runtime import Think
 from runtime.cancel import CancelToken
 from runtime.hub import InteractionHub
 from runtime.lane import ToolLane, ToolOutcome
-from runtime.models import ScriptedModel
+from runtime.models import ModelReply, ModelRequest, ScriptedModel
 from runtime.tools import ToolContext, ToolRegistry
-from runtime.world.effects import LiveEffects
+from runtime.world.effects import EARLY_SLICE, LiveEffects
 from runtime.world.inputs import Inbox
 from systems.lifecycle import turn_token
 from tests.lane.test_lane import WAIT, wait_until
@@ -96,3 +96,127 @@ def test_a_turn_of_many_model_calls_keeps_no_stream_stopper_on_its_token(make_wo
     world.run_until_idle(timeout=30)
     assert world.result(agent) == "done"
     assert max(seen) <= 1, seen  # none left behind by calls that have ended
+
+
+def test_a_dispatch_hold_sends_slices_while_the_lane_has_room_and_a_journal_hold_keeps_all():
+    tools = ToolRegistry()
+    gate = threading.Event()
+
+    @tools.tool
+    def wait(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        assert gate.wait(WAIT)
+        return 1
+
+    inbox = Inbox()
+    slice_ = EARLY_SLICE
+    lane = ToolLane(2 * slice_ + slice_ // 2, on_outcome=inbox.put)  # room for two slices
+    effects = LiveEffects(
+        inbox=inbox,
+        hub=InteractionHub(),
+        tool_lane=lane,
+        inference_lane=ToolLane(1, name="inference"),
+        tools=tools,
+        models={},
+    )
+
+    def ask(n: int, tag: str) -> None:
+        for i in range(n):
+            effects.run_tools(f"{tag}{i}", f"{tag}{i}/b1", (ToolCall("c1", "wait"),), CancelToken())
+
+    try:
+        effects.hold()  # a journaled tick's hold: nothing starts before its release
+        effects.hold(slices=True)  # DispatchWork's, nested inside it
+        ask(3 * slice_, "j")
+        effects.release()
+        assert lane.stats().enqueued == 0
+        effects.release()
+        assert lane.stats().enqueued == 3 * slice_
+        gate.set()
+        wait_until(lambda: lane.stats().in_flight == 0, "the journaled jobs")
+        gate.clear()
+
+        effects.hold(slices=True)  # DispatchWork's own: slices go out as they are reached
+        ask(slice_ - 1, "a")
+        assert lane.stats().enqueued == 3 * slice_
+        ask(1, "b")
+        assert lane.stats().enqueued == 4 * slice_
+        ask(slice_, "c")
+        assert lane.stats().enqueued == 5 * slice_  # the second slice: room for it still
+        ask(2 * slice_, "d")
+        assert lane.stats().enqueued == 5 * slice_  # too little room left: held to the end
+        effects.release()
+        assert lane.stats().enqueued == 7 * slice_
+        gate.set()
+        wait_until(lambda: len(inbox) == 7 * slice_, "every outcome")
+    finally:
+        gate.set()
+        lane.close(WAIT)
+
+
+def test_a_cancel_stops_a_running_calls_stream_and_the_request_carries_that_stream(make_world):
+    # The call's one object is both the lane job's body and the turn token's stopper; the
+    # request DispatchWork built gets the call's stream in place, not in a copy.
+    running, seen = threading.Event(), []
+
+    class Blocking:
+        def complete(self, request: ModelRequest, cancel: CancelToken) -> ModelReply:
+            seen.append(request)
+            running.set()
+            assert cancel.wait(WAIT), "never cancelled"
+            return ModelReply("late")
+
+    world = make_world(models={"default": Blocking()}, lockstep=False)
+
+    def thinker(turn):
+        yield Think("go on")
+        return "done"
+
+    agent = world.spawn(thinker)
+    world.tick()
+    assert running.wait(WAIT)
+    (request,) = seen
+    stream = request.stream
+    assert stream is not None and not stream.stopped
+    assert (request.agent_id, request.prompt, request.model) == (agent, "go on", "default")
+    token = turn_token(world._state.records[agent])
+    world.cancel(agent)
+    world.tick()  # the cancel is applied: the turn's token fires
+    wait_until(lambda: stream.stopped, "the stream to stop")
+    assert stream.delta("more") is False  # a late delta is refused
+    wait_until(lambda: world.inference_lane.stats().in_flight == 0, "the call to end")
+    assert token._callbacks is None or not token._callbacks  # nothing left registered
+
+
+def test_a_lane_narrower_than_a_slice_takes_one_while_it_is_idle():
+    tools = ToolRegistry()
+    gate = threading.Event()
+
+    @tools.tool
+    def wait(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        assert gate.wait(WAIT)
+        return 1
+
+    inbox = Inbox()
+    lane = ToolLane(4, on_outcome=inbox.put)  # the default tool lane is 8 wide
+    effects = LiveEffects(
+        inbox=inbox,
+        hub=InteractionHub(),
+        tool_lane=lane,
+        inference_lane=ToolLane(1, name="inference"),
+        tools=tools,
+        models={},
+    )
+    try:
+        effects.hold(slices=True)
+        for i in range(2 * EARLY_SLICE):
+            effects.run_tools(f"a{i}", f"a{i}/b1", (ToolCall("c1", "wait"),), CancelToken())
+            if i == EARLY_SLICE - 1:
+                assert lane.stats().enqueued == EARLY_SLICE  # idle: the first slice went
+        assert lane.stats().enqueued == EARLY_SLICE  # busy now: the rest wait
+        effects.release()
+        assert lane.stats().enqueued == 2 * EARLY_SLICE
+        gate.set()
+        wait_until(lambda: len(inbox) == 2 * EARLY_SLICE, "every outcome")
+    finally:
+        gate.set()
+        lane.close(WAIT)
