@@ -32,7 +32,7 @@ from runtime.world.lockstep import Lockstep
 from runtime.world.metrics import QUICK_TICK, MetricsRecorder
 from runtime.world.probe import Probe
 from runtime.world.recorder import Recorder
-from runtime.world.report import TickReport
+from runtime.world.report import TickReport, build_tick_report
 from runtime.world.state import AgentRecord, WorldState
 from runtime.world.timers import HostTimers
 from systems.collect_outcomes import collect_one
@@ -213,7 +213,7 @@ class TickMachine:
         finally:
             if holding is not None:  # even if the tick failed: nobody waits for ever
                 holding.release()
-        report = TickReport(
+        report = build_tick_report(
             state.tick,
             state.now,
             len(inputs),
@@ -263,7 +263,7 @@ class TickMachine:
             if (
                 not lean
                 or self._host.systems
-                or self._timers
+                or self._timers._heap  # `HostTimers.__bool__` without the call
                 or self._probe is not None  # else no probe wants `ticked` either
                 or self._recorder is not None
                 or self._journal is not None
@@ -318,7 +318,7 @@ class TickMachine:
                     if state.dirty and not self._keep_dirty:
                         state.dirty.clear()
                         self._dirty_dropped = True
-                report = TickReport(
+                report = build_tick_report(
                     state.tick,
                     now,
                     1,
@@ -330,7 +330,13 @@ class TickMachine:
                 observers = self._observers
                 if self._input_observers:
                     observers = observers + self._input_observers
-                self._notify(observers, report, inputs)
+                for observer in observers:  # `_notify`, inlined
+                    try:
+                        observer(report, inputs)
+                    except BaseException as exc:  # host code: never the end of the tick thread
+                        if isinstance(exc, KeyboardInterrupt):
+                            sigint.note_keyboard_interrupt()
+                        log.exception("tick observer %r raised", observer)
                 return report
             finally:
                 if previous != name:
