@@ -15,8 +15,8 @@ import logging
 import math
 import threading
 from collections.abc import Callable
-from time import monotonic
 from dataclasses import dataclass
+from time import monotonic
 from typing import TypeAlias
 
 from components.interaction import (
@@ -58,9 +58,7 @@ _RECENT_SETTLEMENTS = 10_000
 # long as the hub remembers it (asyncio_10k: 10,000-20,000 of them). `try_settlement`
 # builds the event again, equal to the one reported. A response of a subclass is kept as
 # its event, whole.
-_Remembered: TypeAlias = tuple[
-    str, str, str, int | None, bool | None, float, float, str
-]
+_Remembered: TypeAlias = tuple[str, str, str, int | None, bool | None, float, float, str]
 
 # An emptied dict keeps the table it grew to (~38 B an entry it ever held): once the open
 # set empties after this many opens, `_open` lets its table go (a world that once waited on
@@ -195,9 +193,9 @@ class HubCore:
             kept = self._recent.get(request_id)
             if kept is None:
                 kept = self._older.get(request_id)
-        if kept is None or kept.__class__ is PromptSettled:
-            return kept  # type: ignore[return-value]
-        agent_id, how, value, choice, approved, opened_at, at, kind = kept  # type: ignore[misc]
+        if kept is None or isinstance(kept, PromptSettled):
+            return kept
+        agent_id, how, value, choice, approved, opened_at, at, kind = kept
         return PromptSettled(
             agent_id,
             request_id,
@@ -329,7 +327,7 @@ class HubCore:
             if minted not in self._open:
                 return minted
 
-    def _settle(
+    def _settle(  # noqa: PLR0915 - hot: every settlement, its common cases inlined
         self, request_id: str, how: Settlement, response: InteractionResponse | None
     ) -> PromptSettled | None:
         """Take ``request_id`` out of the open set and report it; the one way out.

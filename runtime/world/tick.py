@@ -61,6 +61,11 @@ log = logging.getLogger("tickwork.world")
 ESPER_LOCK = threading.RLock()
 """esper keeps module-global state: ticks of different worlds in one process take turns."""
 
+_get_ident = threading.get_ident
+# Only the main thread defers Ctrl-C (`sigint.enter` asks the same first): a tick on another
+# thread (`world.start()`, the wake-up's) skips the call.
+_MAIN_THREAD = threading.main_thread().ident
+
 
 class TickMachine:
     """The tick of a `World` (mixed into it). The world provides the attributes declared
@@ -128,7 +133,7 @@ class TickMachine:
             lockstep.settle()
             now = self.clock.now()
             lockstep.release(now)
-        deferring = sigint.enter()
+        deferring = _get_ident() == _MAIN_THREAD and sigint.enter()
         try:
             inputs = self._inbox.drain()
             if lockstep is None and len(inputs) == 1 and self._settling:
@@ -273,7 +278,6 @@ class TickMachine:
             ):
                 return None
             name = self._name
-            step, dispatch, _reflect, mirror = lean[5:]
             previous = esper.current_world
             if previous != name:
                 esper.switch_world(name)
@@ -292,7 +296,7 @@ class TickMachine:
                 collect_one(state, inputs[0][0], item)  # CollectOutcomes.process
                 sleepers = state.sleepers
                 if sleepers and sleepers[0] <= now:
-                    step.process(state)
+                    lean[5].process(state)  # StepBehaviors
                 else:  # StepBehaviors.process, no sleeper due
                     ready = state.ready
                     if len(ready) == 1:
@@ -300,14 +304,14 @@ class TickMachine:
                     elif ready:
                         step_ready(state)
                 if state.to_dispatch:
-                    dispatch.process(state)
+                    lean[6].process(state)  # DispatchWork
                 changed = state.prompt_changed
                 if changed:  # ReflectInteractionStatus.process
                     state.prompt_changed = {}
                     for rec in changed.values():
                         if reflect(rec):
                             state.touch(rec)
-                mirror.process(state)
+                lean[8].process(state)  # MirrorLaneStats
                 state.inputs = []
                 if state.created:
                     self._note_new_agents()

@@ -989,6 +989,12 @@ class HubMachine(RuleBasedStateMachine):
         assert self.recorder.summary() == self.expected
 
     @invariant()
+    def each_id_is_remembered_by_its_latest_settlement_as_it_was_heard(self) -> None:
+        latest = {e.request_id: e for e in self.recorder.events if isinstance(e, PromptSettled)}
+        for request_id, event in latest.items():
+            assert self.hub.try_settlement(request_id) == event
+
+    @invariant()
     def stats_agree_with_the_model(self) -> None:
         assert self.hub.stats() == HubStats(
             opened=self.seq,
@@ -1048,6 +1054,63 @@ def test_the_latest_ten_thousand_settlements_are_remembered_and_older_ones_forgo
     ]
     assert hub.try_settlement("q0") is None  # bounded: the oldest are gone
     assert len(hub._recent) + len(hub._older) <= 20_000
+
+
+class _FlaggedResponse(InteractionResponse):
+    """A response of a subclass: the hub must remember it whole, class and all."""
+
+
+def test_a_remembered_settlement_is_the_event_the_listener_heard_whatever_the_response():
+    clock = ManualClock(5.0)
+    recorder = Recorder()
+    hub = InteractionHub(clock=clock, timeout_secs=10, listener=recorder)
+    responses = {
+        "t": InteractionResponse.text("t", "yes"),
+        "c": InteractionResponse.choose("c", 2, "blue"),
+        "a": InteractionResponse.approval("a", False, "no"),
+        "s": _FlaggedResponse("s", "flagged"),
+    }
+    hub.open("x", InteractionRequest.choice("c", "which?", ["red", "green", "blue"]))
+    hub.open("x", InteractionRequest.tool_approval("a", "rm", {"path": "/"}))
+    for request_id in ("t", "s", "gone", "late"):
+        hub.open("y", InteractionRequest.free_text(request_id, "go on?"))
+    clock.advance(3.0)
+    for response in responses.values():
+        assert hub.answer(response)
+    hub.cancel("gone")
+    clock.advance(10.0)
+    assert hub.expire_due(clock.now()) == ["late"]
+    heard = {e.request_id: e for e in recorder.events if isinstance(e, PromptSettled)}
+    assert set(heard) == {"t", "c", "a", "s", "gone", "late"}
+    for request_id, event in heard.items():
+        assert hub.try_settlement(request_id) == event
+    remembered = hub.try_settlement("s")
+    assert remembered is not None and type(remembered.response) is _FlaggedResponse
+    assert hub.try_settlement("a") == PromptSettled(
+        "x",
+        "a",
+        Settlement.ANSWERED,
+        InteractionResponse("a", "no", None, False),
+        5.0,
+        8.0,
+        InteractionKind.TOOL_APPROVAL,
+    )
+
+
+def test_remembered_settlements_leave_nothing_for_the_collector_to_walk():
+    # Every finished agent's settlement stays remembered for the next 10,000-20,000: kept as
+    # its event and response, they were two objects each that every full collection walked.
+    import gc
+
+    hub = InteractionHub(clock=ManualClock(), timeout_secs=0)
+    for i in range(1_000):
+        request_id = hub.open(f"agent{i}", InteractionRequest.free_text("", "go on?"))
+        assert hub.answer(InteractionResponse.text(request_id, f"answer {i}"))
+    gc.collect()
+    alive = [o for o in gc.get_objects() if isinstance(o, PromptSettled | InteractionResponse)]
+    assert alive == []
+    settled = hub.try_settlement("agent999-free_text-1000")
+    assert settled is not None and settled.response.value == "answer 999"
 
 
 def test_a_reopened_id_is_remembered_by_its_latest_settlement():
