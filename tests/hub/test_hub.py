@@ -801,6 +801,60 @@ def test_an_asker_whose_wait_fails_leaves_no_orphaned_prompt():
     assert hub.pending() == [("b", text("q"))]
 
 
+def test_racing_settlements_of_one_prompt_are_remembered_as_the_one_that_won():
+    # Two answers and a cancel released together on a real clock (the hub reads a
+    # `MonotonicClock` inline): one wins, the listener hears it alone, and `try_settlement`
+    # gives back exactly that event, whoever won.
+    recorder = Recorder()
+    hub = InteractionHub(clock=MonotonicClock(), timeout_secs=60, listener=recorder)
+    winners: dict[str, list[str]] = {}
+    for round_ in range(200):
+        request_id = f"q{round_}"
+        hub.open("a", text(request_id))
+        start = threading.Barrier(3, timeout=WAIT)
+        won: list[str] = []
+
+        def settle(
+            name: str,
+            request_id: str = request_id,
+            start: threading.Barrier = start,
+            won: list[str] = won,
+        ) -> None:
+            start.wait()
+            if name == "cancel":
+                ok = hub.cancel(request_id)
+            else:
+                ok = hub.answer(InteractionResponse.choose(request_id, len(name), name))
+            if ok:
+                won.append(name)
+
+        threads = [
+            threading.Thread(target=settle, args=(n,), daemon=True)
+            for n in ("first", "second", "cancel")
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=WAIT)
+        assert not any(t.is_alive() for t in threads), "a thread hung"
+        assert len(won) == 1
+        winners[request_id] = won
+    heard = [e for e in recorder.events if isinstance(e, PromptSettled)]
+    assert len(heard) == 200
+    for event in heard:
+        assert hub.try_settlement(event.request_id) == event
+        (winner,) = winners[event.request_id]
+        if winner == "cancel":
+            assert event.how is Settlement.CANCELLED
+            assert event.response == InteractionResponse.neutral(event.request_id)
+        else:
+            assert event.response == InteractionResponse.choose(
+                event.request_id, len(winner), winner
+            )
+        assert event.opened_at <= event.at
+    assert hub.stats().open == 0 and hub.next_deadline() is None
+
+
 def test_eight_threads_asking_and_answering_ten_thousand_prompts_lose_none():
     askers, answerers, per_asker = 4, 4, 2500
     opened: queue.Queue[str | None] = queue.Queue()
