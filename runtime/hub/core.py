@@ -339,7 +339,8 @@ class HubCore:
         opened = open_.get(request_id)
         if opened is None:
             return None
-        offset = self._offset  # may raise: read the time before the first change of state
+        offset = self._offset
+        # The clock may raise: read it before the first change of state.
         at = monotonic() + offset if offset is not None else self._now()
         del open_[request_id]
         agent_id = opened.agent_id
