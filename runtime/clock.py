@@ -51,6 +51,12 @@ class MonotonicClock:
     def now(self) -> float:
         return time.monotonic() + self._offset
 
+    @property
+    def offset(self) -> float:
+        """What ``now()`` adds to ``time.monotonic()`` (fixed at creation): a hot caller
+        computes ``monotonic() + offset`` itself, the same float, without a Python call."""
+        return self._offset
+
 
 class ManualClock:
     """Virtual time: stands still until ``advance()`` or ``set()`` moves it forward."""

@@ -16,9 +16,11 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import monotonic
 from typing import TypeAlias
 
 from components.interaction import (
+    InteractionKind,
     InteractionRequest,
     InteractionResponse,
     PromptOpened,
@@ -27,6 +29,7 @@ from components.interaction import (
     build_prompt_opened,
     build_prompt_settled,
     build_request,
+    build_response,
 )
 from runtime.clock import Clock, MonotonicClock
 from runtime.errors import ConfigError, DuplicateRequestError
@@ -46,6 +49,16 @@ _log = logging.getLogger("runtime.hub")
 # Dropping the oldest one by one from a dict (`del d[next(iter(d))]`) costs O(n) per call
 # once deleted slots pile up at the front: ~10 µs a settlement at this size (measured).
 _RECENT_SETTLEMENTS = 10_000
+
+# A remembered settlement, kept as plain values rather than as its event: `(agent_id, how,
+# value, choice, approved, opened_at, at, kind)`, `how` and `kind` by their enum values.
+# A tuple of strings, numbers and None is untracked by the collector after the first
+# collection that sees it, where the `PromptSettled` and its response stayed tracked: two
+# of the ~18 objects every finished agent left for each full collection to walk, for as
+# long as the hub remembers it (asyncio_10k: 10,000-20,000 of them). `try_settlement`
+# builds the event again, equal to the one reported. A response of a subclass is kept as
+# its event, whole.
+_Remembered: TypeAlias = tuple[str, str, str, int | None, bool | None, float, float, str]
 
 # An emptied dict keeps the table it grew to (~38 B an entry it ever held): once the open
 # set empties after this many opens, `_open` lets its table go (a world that once waited on
@@ -87,6 +100,9 @@ class HubCore:
     ) -> None:
         self._clock: Clock = clock if clock is not None else MonotonicClock()
         self._now = self._clock.now
+        # A `MonotonicClock` is read inline (`monotonic() + offset`, the float its `now()`
+        # returns) on every opening and settlement: a Python call fewer each.
+        self._offset = self._clock.offset if type(self._clock) is MonotonicClock else None
         self._timeout_secs = _checked_timeout(timeout_secs)
         self._listener = listener
         self._wake: Wake | None = None
@@ -106,8 +122,8 @@ class HubCore:
         self._waiters: dict[str, _Waiter] = {}
         self._deadlines = DeadlineHeap(self._open)
         # The latest settlements, newest generation first (see `_RECENT_SETTLEMENTS`).
-        self._recent: dict[str, PromptSettled] = {}
-        self._older: dict[str, PromptSettled] = {}
+        self._recent: dict[str, _Remembered | PromptSettled] = {}
+        self._older: dict[str, _Remembered | PromptSettled] = {}
         self._minted = 0
         self._opened = 0
         # The latest opening's time and deadline, shared by the next one if it is the same.
@@ -170,11 +186,25 @@ class HubCore:
     def try_settlement(self, request_id: str) -> PromptSettled | None:
         """Return how ``request_id`` last settled, or None if unknown or long forgotten.
 
-        Only the most recent settlements are remembered (10,000).
+        Only the most recent settlements are remembered (10,000). The event returned is
+        equal to the one the listener was given (built again: see `_Remembered`).
         """
         with self._lock:
-            settled = self._recent.get(request_id)
-            return settled if settled is not None else self._older.get(request_id)
+            kept = self._recent.get(request_id)
+            if kept is None:
+                kept = self._older.get(request_id)
+        if kept is None or isinstance(kept, PromptSettled):
+            return kept
+        agent_id, how, value, choice, approved, opened_at, at, kind = kept
+        return PromptSettled(
+            agent_id,
+            request_id,
+            Settlement(how),
+            InteractionResponse(request_id, value, choice, approved),
+            opened_at,
+            at,
+            InteractionKind(kind),
+        )
 
     def stats(self) -> HubStats:
         """Return a snapshot of the counters: opened, answered, cancelled, expired, open."""
@@ -193,7 +223,8 @@ class HubCore:
         """Add a request to the open set and report it; the one way in."""
         with self._lock:
             # Everything that may raise comes before the first change of state.
-            now = self._now()
+            offset = self._offset
+            now = monotonic() + offset if offset is not None else self._now()
             request_id = request.id
             open_ = self._open
             if request_id:
@@ -226,7 +257,16 @@ class HubCore:
                     deadline = self._last_deadline = now + secs
                     self._last_opened_at, self._last_secs = now, secs
                 opened = build_prompt_opened(agent_id, request, now, deadline)
-                self._deadlines.push(opened)
+                # `DeadlineHeap.push`'s common case spelled out (a call saved): a deadline
+                # no earlier than any queued goes on the FIFO.
+                deadlines = self._deadlines
+                fifo = deadlines._fifo
+                if deadline > deadlines._heap_max and (not fifo or deadline >= fifo[-1].deadline):  # type: ignore[operator]
+                    fifo.append(opened)
+                    if deadline < deadlines.floor:  # noqa: PLR1730 (min() is a call)
+                        deadlines.floor = deadline
+                else:
+                    deadlines.push(opened)
             else:
                 opened = build_prompt_opened(agent_id, request, now, None)
             open_[request_id] = opened
@@ -287,7 +327,7 @@ class HubCore:
             if minted not in self._open:
                 return minted
 
-    def _settle(
+    def _settle(  # noqa: PLR0915 - hot: every settlement, its common cases inlined
         self, request_id: str, how: Settlement, response: InteractionResponse | None
     ) -> PromptSettled | None:
         """Take ``request_id`` out of the open set and report it; the one way out.
@@ -299,7 +339,9 @@ class HubCore:
         opened = open_.get(request_id)
         if opened is None:
             return None
-        at = self._now()  # may raise: read it before the first change of state
+        offset = self._offset
+        # The clock may raise: read it before the first change of state.
+        at = monotonic() + offset if offset is not None else self._now()
         del open_[request_id]
         agent_id = opened.agent_id
         by_agent = self._by_agent
@@ -312,7 +354,8 @@ class HubCore:
                 if len(ids) == 1:
                     by_agent[agent_id] = next(iter(ids))
         if not open_:
-            self._by_agent = None  # empty too (the invariant): rebuilt when next needed
+            if by_agent is not None:
+                self._by_agent = None  # empty too (the invariant): rebuilt when next needed
             if self._opened - self._opened_when_emptied > _SHRINK_AFTER_OPENS:
                 open_.clear()  # empty already: only its table goes
                 self._opened_when_emptied = self._opened
@@ -323,16 +366,37 @@ class HubCore:
         else:
             self._expired += 1
         if response is None:
-            response = InteractionResponse.neutral(request_id)
-        event = build_prompt_settled(
-            agent_id, request_id, how, response, opened.at, at, opened.request.kind
-        )
+            response = build_response(request_id, "", None, None)  # the neutral response
+        opened_at = opened.at
+        kind = opened.request.kind
+        event = build_prompt_settled(agent_id, request_id, how, response, opened_at, at, kind)
         recent = self._recent
-        recent[request_id] = event
+        if response.__class__ is InteractionResponse:  # see `_Remembered`
+            recent[request_id] = (
+                agent_id,
+                how._value_,
+                response.value,
+                response.choice,
+                response.approved,
+                opened_at,
+                at,
+                kind._value_,
+            )
+        else:
+            recent[request_id] = event
         if len(recent) >= _RECENT_SETTLEMENTS:
             self._older, self._recent = recent, {}
         if opened.deadline is not None:
-            self._deadlines.forget(opened)
+            # `DeadlineHeap.forget`'s common case spelled out (a call saved): the prompt
+            # settling first in line.
+            deadlines = self._deadlines
+            fifo = deadlines._fifo
+            if fifo and fifo[0] is opened:
+                fifo.popleft()
+                if not fifo and not deadlines._items:
+                    deadlines.floor = math.inf  # nothing left: the next tick need not look
+            else:
+                deadlines.forget(opened)
         if self._waiters:
             waiter = self._waiters.pop(request_id, None)
             if waiter is not None:

@@ -37,6 +37,10 @@ _COMPACT_MIN = 64
 class DeadlineHeap:
     """Deadlines of open prompts, earliest first; used under the hub's lock only.
 
+    `HubCore` spells out the common cases of ``push`` (a deadline onto the FIFO) and
+    ``forget`` (the FIFO's first item) on every opening and settlement, reading ``_fifo``,
+    ``_heap_max`` and ``_items`` itself: keep those in step with the methods here.
+
     ``open_`` is the hub's open set (request id -> the event that opened it), read to tell
     live items from stale ones.
     """

@@ -57,6 +57,7 @@ class RunLoop:
     _runner: threading.Thread | None
     _stop: threading.Event
     _run_error: BaseException | None
+    _closed: bool
 
     # Provided by `World`; declared so that the loop type-checks on its own.
     @property
@@ -143,7 +144,8 @@ class RunLoop:
         """
         should_stop = _stopper(stop)
         lockstep = self._lockstep
-        while not should_stop() and not self.closed:
+        # `_closed`, not the `closed` property: a call fewer between a wake-up and its tick.
+        while not should_stop() and not self._closed:
             if lockstep is not None and not lockstep.settle(_SETTLE_SLICE_SECS):
                 continue  # still waiting on lane work: look at `stop` again
             report = self.tick()

@@ -32,7 +32,7 @@ from runtime.world.lockstep import Lockstep
 from runtime.world.metrics import QUICK_TICK, MetricsRecorder
 from runtime.world.probe import Probe
 from runtime.world.recorder import Recorder
-from runtime.world.report import TickReport
+from runtime.world.report import TickReport, build_tick_report
 from runtime.world.state import AgentRecord, WorldState
 from runtime.world.timers import HostTimers
 from systems.collect_outcomes import collect_one
@@ -60,6 +60,11 @@ log = logging.getLogger("tickwork.world")
 
 ESPER_LOCK = threading.RLock()
 """esper keeps module-global state: ticks of different worlds in one process take turns."""
+
+_get_ident = threading.get_ident
+# Only the main thread defers Ctrl-C (`sigint.enter` asks the same first): a tick on another
+# thread (`world.start()`, the wake-up's) skips the call.
+_MAIN_THREAD = threading.main_thread().ident
 
 
 class TickMachine:
@@ -128,7 +133,7 @@ class TickMachine:
             lockstep.settle()
             now = self.clock.now()
             lockstep.release(now)
-        deferring = sigint.enter()
+        deferring = _get_ident() == _MAIN_THREAD and sigint.enter()
         try:
             inputs = self._inbox.drain()
             if lockstep is None and len(inputs) == 1 and self._settling:
@@ -213,7 +218,7 @@ class TickMachine:
         finally:
             if holding is not None:  # even if the tick failed: nobody waits for ever
                 holding.release()
-        report = TickReport(
+        report = build_tick_report(
             state.tick,
             state.now,
             len(inputs),
@@ -263,7 +268,7 @@ class TickMachine:
             if (
                 not lean
                 or self._host.systems
-                or self._timers
+                or self._timers._heap  # `HostTimers.__bool__` without the call
                 or self._probe is not None  # else no probe wants `ticked` either
                 or self._recorder is not None
                 or self._journal is not None
@@ -273,7 +278,6 @@ class TickMachine:
             ):
                 return None
             name = self._name
-            step, dispatch, _reflect, mirror = lean[5:]
             previous = esper.current_world
             if previous != name:
                 esper.switch_world(name)
@@ -292,7 +296,7 @@ class TickMachine:
                 collect_one(state, inputs[0][0], item)  # CollectOutcomes.process
                 sleepers = state.sleepers
                 if sleepers and sleepers[0] <= now:
-                    step.process(state)
+                    lean[5].process(state)  # StepBehaviors
                 else:  # StepBehaviors.process, no sleeper due
                     ready = state.ready
                     if len(ready) == 1:
@@ -300,14 +304,14 @@ class TickMachine:
                     elif ready:
                         step_ready(state)
                 if state.to_dispatch:
-                    dispatch.process(state)
+                    lean[6].process(state)  # DispatchWork
                 changed = state.prompt_changed
                 if changed:  # ReflectInteractionStatus.process
                     state.prompt_changed = {}
                     for rec in changed.values():
                         if reflect(rec):
                             state.touch(rec)
-                mirror.process(state)
+                lean[8].process(state)  # MirrorLaneStats
                 state.inputs = []
                 if state.created:
                     self._note_new_agents()
@@ -318,7 +322,7 @@ class TickMachine:
                     if state.dirty and not self._keep_dirty:
                         state.dirty.clear()
                         self._dirty_dropped = True
-                report = TickReport(
+                report = build_tick_report(
                     state.tick,
                     now,
                     1,
@@ -330,7 +334,13 @@ class TickMachine:
                 observers = self._observers
                 if self._input_observers:
                     observers = observers + self._input_observers
-                self._notify(observers, report, inputs)
+                for observer in observers:  # `_notify`, inlined
+                    try:
+                        observer(report, inputs)
+                    except BaseException as exc:  # host code: never the end of the tick thread
+                        if isinstance(exc, KeyboardInterrupt):
+                            sigint.note_keyboard_interrupt()
+                        log.exception("tick observer %r raised", observer)
                 return report
             finally:
                 if previous != name:

@@ -801,6 +801,60 @@ def test_an_asker_whose_wait_fails_leaves_no_orphaned_prompt():
     assert hub.pending() == [("b", text("q"))]
 
 
+def test_racing_settlements_of_one_prompt_are_remembered_as_the_one_that_won():
+    # Two answers and a cancel released together on a real clock (the hub reads a
+    # `MonotonicClock` inline): one wins, the listener hears it alone, and `try_settlement`
+    # gives back exactly that event, whoever won.
+    recorder = Recorder()
+    hub = InteractionHub(clock=MonotonicClock(), timeout_secs=60, listener=recorder)
+    winners: dict[str, list[str]] = {}
+    for round_ in range(200):
+        request_id = f"q{round_}"
+        hub.open("a", text(request_id))
+        start = threading.Barrier(3, timeout=WAIT)
+        won: list[str] = []
+
+        def settle(
+            name: str,
+            request_id: str = request_id,
+            start: threading.Barrier = start,
+            won: list[str] = won,
+        ) -> None:
+            start.wait()
+            if name == "cancel":
+                ok = hub.cancel(request_id)
+            else:
+                ok = hub.answer(InteractionResponse.choose(request_id, len(name), name))
+            if ok:
+                won.append(name)
+
+        threads = [
+            threading.Thread(target=settle, args=(n,), daemon=True)
+            for n in ("first", "second", "cancel")
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=WAIT)
+        assert not any(t.is_alive() for t in threads), "a thread hung"
+        assert len(won) == 1
+        winners[request_id] = won
+    heard = [e for e in recorder.events if isinstance(e, PromptSettled)]
+    assert len(heard) == 200
+    for event in heard:
+        assert hub.try_settlement(event.request_id) == event
+        (winner,) = winners[event.request_id]
+        if winner == "cancel":
+            assert event.how is Settlement.CANCELLED
+            assert event.response == InteractionResponse.neutral(event.request_id)
+        else:
+            assert event.response == InteractionResponse.choose(
+                event.request_id, len(winner), winner
+            )
+        assert event.opened_at <= event.at
+    assert hub.stats().open == 0 and hub.next_deadline() is None
+
+
 def test_eight_threads_asking_and_answering_ten_thousand_prompts_lose_none():
     askers, answerers, per_asker = 4, 4, 2500
     opened: queue.Queue[str | None] = queue.Queue()
@@ -989,6 +1043,12 @@ class HubMachine(RuleBasedStateMachine):
         assert self.recorder.summary() == self.expected
 
     @invariant()
+    def each_id_is_remembered_by_its_latest_settlement_as_it_was_heard(self) -> None:
+        latest = {e.request_id: e for e in self.recorder.events if isinstance(e, PromptSettled)}
+        for request_id, event in latest.items():
+            assert self.hub.try_settlement(request_id) == event
+
+    @invariant()
     def stats_agree_with_the_model(self) -> None:
         assert self.hub.stats() == HubStats(
             opened=self.seq,
@@ -1048,6 +1108,63 @@ def test_the_latest_ten_thousand_settlements_are_remembered_and_older_ones_forgo
     ]
     assert hub.try_settlement("q0") is None  # bounded: the oldest are gone
     assert len(hub._recent) + len(hub._older) <= 20_000
+
+
+class _FlaggedResponse(InteractionResponse):
+    """A response of a subclass: the hub must remember it whole, class and all."""
+
+
+def test_a_remembered_settlement_is_the_event_the_listener_heard_whatever_the_response():
+    clock = ManualClock(5.0)
+    recorder = Recorder()
+    hub = InteractionHub(clock=clock, timeout_secs=10, listener=recorder)
+    responses = {
+        "t": InteractionResponse.text("t", "yes"),
+        "c": InteractionResponse.choose("c", 2, "blue"),
+        "a": InteractionResponse.approval("a", False, "no"),
+        "s": _FlaggedResponse("s", "flagged"),
+    }
+    hub.open("x", InteractionRequest.choice("c", "which?", ["red", "green", "blue"]))
+    hub.open("x", InteractionRequest.tool_approval("a", "rm", {"path": "/"}))
+    for request_id in ("t", "s", "gone", "late"):
+        hub.open("y", InteractionRequest.free_text(request_id, "go on?"))
+    clock.advance(3.0)
+    for response in responses.values():
+        assert hub.answer(response)
+    hub.cancel("gone")
+    clock.advance(10.0)
+    assert hub.expire_due(clock.now()) == ["late"]
+    heard = {e.request_id: e for e in recorder.events if isinstance(e, PromptSettled)}
+    assert set(heard) == {"t", "c", "a", "s", "gone", "late"}
+    for request_id, event in heard.items():
+        assert hub.try_settlement(request_id) == event
+    remembered = hub.try_settlement("s")
+    assert remembered is not None and type(remembered.response) is _FlaggedResponse
+    assert hub.try_settlement("a") == PromptSettled(
+        "x",
+        "a",
+        Settlement.ANSWERED,
+        InteractionResponse("a", "no", None, False),
+        5.0,
+        8.0,
+        InteractionKind.TOOL_APPROVAL,
+    )
+
+
+def test_remembered_settlements_leave_nothing_for_the_collector_to_walk():
+    # Every finished agent's settlement stays remembered for the next 10,000-20,000: kept as
+    # its event and response, they were two objects each that every full collection walked.
+    import gc
+
+    hub = InteractionHub(clock=ManualClock(), timeout_secs=0)
+    for i in range(1_000):
+        request_id = hub.open(f"agent{i}", InteractionRequest.free_text("", "go on?"))
+        assert hub.answer(InteractionResponse.text(request_id, f"answer {i}"))
+    gc.collect()
+    alive = [o for o in gc.get_objects() if isinstance(o, PromptSettled | InteractionResponse)]
+    assert alive == []
+    settled = hub.try_settlement("agent999-free_text-1000")
+    assert settled is not None and settled.response.value == "answer 999"
 
 
 def test_a_reopened_id_is_remembered_by_its_latest_settlement():
