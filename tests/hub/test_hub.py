@@ -1158,12 +1158,17 @@ def test_remembered_settlements_leave_nothing_for_the_collector_to_walk():
 
     hub = InteractionHub(clock=ManualClock(), timeout_secs=0)
     for i in range(1_000):
-        request_id = hub.open(f"agent{i}", InteractionRequest.free_text("", "go on?"))
+        request_id = hub.open(f"walked{i}", InteractionRequest.free_text("", "go on?"))
         assert hub.answer(InteractionResponse.text(request_id, f"answer {i}"))
     gc.collect()
-    alive = [o for o in gc.get_objects() if isinstance(o, PromptSettled | InteractionResponse)]
+    # This hub's alone (other tests' objects may still be alive in this process).
+    alive = [
+        o
+        for o in gc.get_objects()
+        if isinstance(o, PromptSettled | InteractionResponse) and o.request_id.startswith("walked")
+    ]
     assert alive == []
-    settled = hub.try_settlement("agent999-free_text-1000")
+    settled = hub.try_settlement("walked999-free_text-1000")
     assert settled is not None and settled.response.value == "answer 999"
 
 
