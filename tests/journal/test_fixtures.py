@@ -14,12 +14,16 @@ from pathlib import Path
 import pytest
 
 from runtime.journal import JournalReader, replay
+from tests.journal import fixture_resources
 
-FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.db"))
+_ALL = sorted((Path(__file__).parent / "fixtures").glob("*.db"))
+FIXTURES = [path for path in _ALL if "-resources-" not in path.name]
+RESOURCE_FIXTURES = [path for path in _ALL if "-resources-" in path.name]
 
 
 def test_there_are_fixtures():
     assert FIXTURES, "tests/journal/fixtures holds no journal"
+    assert RESOURCE_FIXTURES, "tests/journal/fixtures holds no journal of resource visits"
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
@@ -36,3 +40,18 @@ def test_a_journal_recorded_by_an_older_tickwork_replays_tick_for_tick(fixture, 
     assert report.agents >= 4
     # The run is the one `fixture_run` describes: every kind of input it makes is there.
     assert kinds >= {"SpawnAgent", "ToolOutcome", "PromptOpened", "PromptSettled", "SendMessage"}
+
+
+@pytest.mark.parametrize("fixture", RESOURCE_FIXTURES, ids=lambda p: p.name)
+def test_resource_visits_recorded_by_an_older_tickwork_replay_tick_for_tick(fixture, tmp_path):
+    path = tmp_path / fixture.name
+    shutil.copyfile(fixture, path)
+    with JournalReader(path) as reader:
+        recorded = reader.tick_count()
+        kinds = {
+            type(item).__name__ for tick in reader.ticks(states=False) for _, item in tick.inputs
+        }
+    report = replay(path, setup=fixture_resources.desks)
+    assert report.ticks == report.recorded_ticks == recorded > 0
+    assert report.agents == 8
+    assert kinds >= {"SpawnAgent", "PauseAgent", "ResumeAgent", "CancelAgent", "InterruptAgent"}
