@@ -44,6 +44,8 @@ from components._frozen import fast_frozen_init
 from runtime.errors import ConfigError
 from runtime.world.context import PENDING, SystemContext
 from runtime.world.inputs import CancelAgent, InterruptAgent
+from runtime.world.resource_steps import StepRules
+from runtime.world.state import AgentRecord, Hold, WorldState
 
 if TYPE_CHECKING:
     from runtime.world.world import World
@@ -107,14 +109,27 @@ class ResourceStats:
     peak_queued: int = 0
 
 
-class _Claim:
+class _Claim(Hold):
     """One agent's place at a resource: waiting in its queue, or holding a slot.
 
     ``turn`` is the agent's live ``TurnState``: the claim belongs to turn ``generation``
-    only, so a later turn (or none) shows at once that the claim is stale.
+    only, so a later turn (or none) shows at once that the claim is stale. Under the step
+    rules (format 2) it is the turn's ``pending`` while it waits or holds by ``Use``, and
+    ``rec``, ``resource`` and ``rules`` are set (`runtime.world.resource_steps`).
     """
 
-    __slots__ = ("agent_id", "dead", "generation", "hold", "since", "turn", "waited")
+    __slots__ = (
+        "agent_id",
+        "dead",
+        "generation",
+        "hold",
+        "rec",
+        "resource",
+        "rules",
+        "since",
+        "turn",
+        "waited",
+    )
 
     def __init__(self, agent_id: str, turn: TurnState, since: float, hold: float | None) -> None:
         self.agent_id = agent_id
@@ -124,6 +139,16 @@ class _Claim:
         self.hold = hold  # a `Use`'s seconds (None: an `Acquire`, held until `Release`)
         self.waited = 0.0  # world seconds it queued before its slot was granted
         self.dead = False  # a waiter that left the queue (the deque drops it lazily)
+
+    rec: AgentRecord
+    resource: Resource
+    rules: StepRules
+
+    def end(self, state: WorldState) -> float:
+        return self.rules.end(self)
+
+    def cut(self, state: WorldState) -> None:
+        self.rules.cut_short(self)
 
 
 class Resource:
@@ -300,12 +325,32 @@ class _Resources:
         self.resources: list[Resource] = []  # in the order created
         self.unplaced: list[Resource] = []
         self._seq = 0
+        state = self.state
+        self.rules: StepRules | None = None
+        if state.journal_format >= 2:  # the step takes the actions (resource_steps)
+            rules = self.rules = StepRules(self)
+            state.step_actions.update(
+                {Acquire: rules.acquire, Release: rules.release, Use: rules.use}
+            )
+            world.add_system(
+                rules.system, after="handle_interrupts", name="resources", run_if=rules.has_work
+            )
+            return
         world.add_action(Acquire, self.acquire)
         world.add_action(Release, self.release)
         world.add_action(Use, self.use)
         world.add_system(
             self.system, after="handle_interrupts", name="resources", run_if=self.has_work
         )
+
+    def new_claim(self, resource: Resource, rec: AgentRecord, hold: float | None) -> _Claim:
+        """A step rules' claim of ``resource`` by ``rec``'s turn, from now."""
+        claim = _Claim(rec.id, rec.turn, self.state.now, hold)
+        claim.rec = rec
+        claim.resource = resource
+        assert self.rules is not None
+        claim.rules = self.rules
+        return claim
 
     @staticmethod
     def of(world: World) -> _Resources:

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.journal import JournalReader, replay
+from runtime import World
+from runtime.journal import Journal, JournalReader, replay, resume
+from runtime.journal.store import FORMAT_VERSION
 from tests.journal import fixture_resources
 
 _ALL = sorted((Path(__file__).parent / "fixtures").glob("*.db"))
@@ -55,3 +57,32 @@ def test_resource_visits_recorded_by_an_older_tickwork_replay_tick_for_tick(fixt
     assert report.ticks == report.recorded_ticks == recorded > 0
     assert report.agents == 8
     assert kinds >= {"SpawnAgent", "PauseAgent", "ResumeAgent", "CancelAgent", "InterruptAgent"}
+
+
+@pytest.mark.parametrize("fixture", RESOURCE_FIXTURES, ids=lambda p: p.name)
+def test_an_older_journal_forked_mid_run_goes_on_by_its_own_format(fixture, tmp_path):
+    # A resume keeps to the rules the journal's ticks followed, and so does its fork
+    # (the prefix and the world that goes on from it): the fork replays.
+    path = tmp_path / fixture.name
+    shutil.copyfile(fixture, path)
+    with JournalReader(path) as reader:
+        old = reader.format
+    assert old < FORMAT_VERSION
+    fork = tmp_path / "fork.db"
+    with resume(
+        path, setup=fixture_resources.desks, at_tick=12, journal=Journal.create(fork)
+    ) as world:
+        world.run_until_idle(timeout=60)
+        ticks = world.tick_count
+    with JournalReader(fork) as reader:
+        assert reader.format == old
+    report = replay(fork, setup=fixture_resources.desks)
+    assert report.ticks == ticks > 12
+
+
+def test_a_journal_written_now_is_of_the_newest_format(tmp_path):
+    path = tmp_path / "run.db"
+    with World(journal=Journal.create(path)) as world:
+        world.tick()
+    with JournalReader(path) as reader:
+        assert reader.format == FORMAT_VERSION == 2
