@@ -36,7 +36,11 @@ from runtime.world.state import AgentRecord, WorldState
 
 if TYPE_CHECKING:
     from runtime.world.context import SystemContext
-    from runtime.world.resource import Resource, _Claim, _Resources
+
+# `runtime.world.resource`'s classes, which import this module: named, not imported.
+Resource = Any
+_Claim = Any
+_Resources = Any
 
 __all__ = ["StepRules"]
 
@@ -203,7 +207,8 @@ class StepRules:
         """A ``Use``'s hold is over (its sleep's wake-up): the slot goes back."""
         self.state.holds -= 1
         self.give_back(claim.resource, claim.agent_id, reclaimed=False)
-        return claim.waited
+        waited: float = claim.waited
+        return waited
 
     def cut_short(self, claim: _Claim) -> None:
         """The claim's turn ended holding or waiting: swept at the system's next run."""
