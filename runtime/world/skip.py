@@ -291,7 +291,7 @@ class SkipAhead:
                 ended = odd = called = False
                 if bucket is None:
                     bucket = buckets.pop(pop(heap))
-                holding = state.holds > 0
+                holding = state.holds  # a count, read as truth
                 if holding:  # the holds due end before anyone steps
                     state.sleep_seq = seq
                     if len(bucket) == 1:  # `_end_holds`, inlined: the usual bucket
@@ -355,7 +355,7 @@ class SkipAhead:
                                 called = True
                                 if next_ready or state.to_abort or state.to_dispatch:
                                     odd = True
-                                holding = holding or state.holds > 0
+                                holding = holding or state.holds
                             else:
                                 take_action(state, rec, action, next_ready)
                                 odd = True
@@ -399,9 +399,10 @@ class SkipAhead:
                         state.changed_this_tick = state.stepped = 0
                     if ended:  # the next tick's abort: it has nothing to do but forget them
                         state.to_abort.clear()
-                    for system in systems:  # asked where its turn comes (all before it idle)
-                        if not system.idle(state):
-                            return more, now, True
+                    if systems:  # asked where their turn comes (every stage before idle)
+                        for system in systems:
+                            if not system.idle(state):
+                                return more, now, True
                     if heap and heap[0] <= now and not ended:
                         continue  # a sleep that rounded to `now`: due in this next tick
                     # ... a quiet tick, counted; then the next deadline's tick, if no stop
@@ -434,11 +435,12 @@ class SkipAhead:
                 more += 1
                 tick += 1
                 state.tick = tick
-                for system in systems:
-                    if not system.idle(state):  # the whole tick wakes the bucket itself
-                        buckets[deadline] = bucket
-                        push(heap, deadline)
-                        return more, now, True
+                if systems:
+                    for system in systems:
+                        if not system.idle(state):  # the whole tick wakes the bucket itself
+                            buckets[deadline] = bucket
+                            push(heap, deadline)
+                            return more, now, True
         finally:
             state.sleep_seq = seq
 
