@@ -19,11 +19,16 @@ world seconds, gives it back and returns the time it waited.
 No threads and no wall time: everything happens on the tick thread, in world time, so the
 same run grants in the same order, ends at the same time and has the same digest every
 time, live, in lockstep, or replayed from its journal (a replay creates the same resources
-in its ``setup``). It is built on the host ECS API, as any host's action would be:
-``World.add_action`` handlers for the actions (``PENDING`` for a wait, ``ctx.complete``
-for the grant), one host system, a host timer where a ``Use`` ends (so the world ticks
-then), and a host component, `ResourceStats`, on an entity of each resource
-(``world.query(ResourceStats)``; part of the digest).
+in its ``setup``). The step takes the actions where the behaviour yields them, a ``Use``'s
+hold being a sleep (`runtime.world.resource_steps`: journal format 2); one host system
+sweeps what interrupts and cancels left, and a host component, `ResourceStats`, on an
+entity of each resource holds the counters (``world.query(ResourceStats)``; part of the
+digest).
+
+A world that replays or resumes a format-1 journal keeps the rules it was recorded by,
+built here on the host ECS API as any host's action would be: ``World.add_action``
+handlers for the actions (``PENDING`` for a wait, ``ctx.complete`` for the grant), the
+system, and a host timer where a ``Use`` ends (so the world ticks then).
 
 A hold lasts until ``Release`` or the end of the agent's turn, whichever comes first: a
 turn that returns, fails, is interrupted or is cancelled while holding gives its slot back

@@ -1,4 +1,4 @@
-"""Resource: FIFO slots in world time, through Acquire/Release host actions."""
+"""Resource: FIFO slots in world time; its actions taken by the step (journal format 2)."""
 
 from __future__ import annotations
 
