@@ -267,11 +267,11 @@ class SkipAhead:
             while True:  # one wake-up tick at `now`, numbered `tick`
                 # The tick's counts are 0 in `state` (each tick begins so): a positive sleep
                 # counts in `stepped` alone, a call-out (`end_turn`, `fail`, `take_action`,
-                # a step action, a hold's end) adds its own changes there (`called`).
-                # `odd`: one did something other than end, sleep or park, so the caller
-                # ends the tick.
+                # a step action, a hold's end) adds its own changes there (`calls`: any
+                # did). `odd`: one did something other than end, sleep or park, so the
+                # caller ends the tick; `ended`: a behaviour ended.
                 stepped = 0
-                ended = odd = called = False
+                ended = odd = calls = False
                 if bucket is None:
                     bucket = buckets.pop(pop(heap))
                 holding = state.holds  # a count, read as truth
@@ -281,9 +281,9 @@ class SkipAhead:
                         entry, rec = bucket[0]
                         if rec.sleep_seq == entry and rec.turn.pending is not None:
                             end_hold(state, rec)
-                            called = True
+                            calls = True
                     else:
-                        called = _end_holds(state, bucket)
+                        calls = _end_holds(state, bucket)
                     seq = state.sleep_seq
                     if next_ready:  # a waiter resumed: it steps now, after the woken
                         _step_woken(state, bucket)
@@ -310,13 +310,13 @@ class SkipAhead:
                             state.sleep_seq = seq
                             end_turn(state, rec, stop.value)
                             seq = state.sleep_seq
-                            ended = True
+                            ended = calls = True
                             continue
                         except BaseException as exc:  # as in step_ready
                             state.sleep_seq = seq
                             fail(state, rec, exc)
                             seq = state.sleep_seq
-                            odd = True
+                            odd = calls = True
                             continue
                         # A positive sleep, compared as step_ready compares it (`<= 0` first,
                         # so a bad `seconds` fails with the same message).
@@ -335,21 +335,21 @@ class SkipAhead:
                             handler = step_actions.get(action.__class__)
                             if handler is not None:  # a resource's: it parks, or moves on
                                 handler(state, rec, action)
-                                called = True
+                                calls = True
                                 if next_ready or state.to_abort or state.to_dispatch:
                                     odd = True
                                 holding = holding or state.holds
                             else:
                                 take_action(state, rec, action, next_ready)
-                                odd = True
+                                odd = calls = True
                             seq = state.sleep_seq
                     except BaseException as exc:
                         state.sleep_seq = seq
                         fail(state, rec, exc, "StepBehaviors")
                         seq = state.sleep_seq
-                        odd = True
+                        odd = calls = True
                 bucket = None
-                if not (ended or odd or called):
+                if not calls:
                     changed = stepped
                 else:
                     state.stepped += stepped
@@ -391,10 +391,10 @@ class SkipAhead:
                     more += 1
                     tick += 1
                     state.tick = tick
-                    if ended or called:  # the counts the call-outs made were that tick's
+                    if calls:  # the counts the call-outs made were that tick's
                         state.changed_this_tick = state.stepped = 0
-                    if ended:  # the next tick's abort: it has nothing to do but forget them
-                        state.to_abort.clear()
+                        if ended:  # the next tick's abort: nothing to do but forget them
+                            state.to_abort.clear()
                     if systems:  # asked where their turn comes (every stage before idle)
                         for system in systems:
                             if not system.idle(state):
@@ -403,7 +403,7 @@ class SkipAhead:
                         continue  # a sleep that rounded to `now`: due in this next tick
                     # ... a quiet tick, counted; then the next deadline's tick, if no stop
                     halt = more >= room
-                elif ended or called:  # the counts the call-outs made are the last tick's
+                elif calls:  # the counts the call-outs made are the last tick's
                     state.changed_this_tick = state.stepped = 0
                 if halt:
                     return more, now, False
