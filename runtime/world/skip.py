@@ -250,7 +250,6 @@ class SkipAhead:
         step_actions = state.step_actions
         finished, keep = state.finished, state.keep_finished
         paused, sleep = StatusKind.PAUSED, Sleep
-        inf = math.inf
         # A world that keeps no dirty set (no digest was ever asked for: see
         # `TickMachine._record_nothing`) drops it at its next whole tick anyway; the
         # stepped agents are then marked by saying it was dropped, not one by one.
@@ -263,18 +262,21 @@ class SkipAhead:
         clock_at = 64  # the next `more` at which `until` is looked at
         perf_counter = time.perf_counter
         bucket: list[tuple[int, Any]] | None = None  # the next deadline's, popped already
+        # The tick's flags, reset where they are read (not at each tick's start: a plain
+        # wake-up pays for none of it): `calls`, a call-out made changes of its own (see
+        # below); `ended`, a behaviour ended; `odd`, one did something other than end,
+        # sleep or park, so the caller ends the tick (the run returns then). `holding`:
+        # holds are live (only call-outs start or end one), so the step looks for them.
+        ended = odd = calls = False
+        holding = state.holds
         try:  # `seq` goes back into `state` whichever way the run ends
             while True:  # one wake-up tick at `now`, numbered `tick`
                 # The tick's counts are 0 in `state` (each tick begins so): a positive sleep
                 # counts in `stepped` alone, a call-out (`end_turn`, `fail`, `take_action`,
-                # a step action, a hold's end) adds its own changes there (`calls`: any
-                # did). `odd`: one did something other than end, sleep or park, so the
-                # caller ends the tick; `ended`: a behaviour ended.
+                # a step action, a hold's end) adds its own changes there.
                 stepped = 0
-                ended = odd = calls = False
                 if bucket is None:
                     bucket = buckets.pop(pop(heap))
-                holding = state.holds  # a count, read as truth
                 if holding:  # the holds due end before anyone steps
                     state.sleep_seq = seq
                     if len(bucket) == 1:  # `_end_holds`, inlined: the usual bucket
@@ -395,23 +397,27 @@ class SkipAhead:
                         state.changed_this_tick = state.stepped = 0
                         if ended:  # the next tick's abort: nothing to do but forget them
                             state.to_abort.clear()
+                        ended = calls = False
+                        holding = state.holds
                     if systems:  # asked where their turn comes (every stage before idle)
                         for system in systems:
                             if not system.idle(state):
                                 return more, now, True
-                    if heap and heap[0] <= now and not ended:
+                    if heap and heap[0] <= now:  # (never after an end: returned above)
                         continue  # a sleep that rounded to `now`: due in this next tick
                     # ... a quiet tick, counted; then the next deadline's tick, if no stop
                     halt = more >= room
                 elif calls:  # the counts the call-outs made are the last tick's
                     state.changed_this_tick = state.stepped = 0
+                    ended = calls = False
+                    holding = state.holds
                 if halt:
                     return more, now, False
                 # The next live deadline, its bucket popped here (dropping stale ones, as
                 # `next_timer` would) rather than looked up and then popped.
                 while heap:
                     deadline = heap[0]
-                    if deadline >= limit or deadline == inf:
+                    if deadline >= limit:  # (`limit` is at most infinity)
                         return more, now, False  # (a stale one there: live ones are later)
                     found = buckets.pop(pop(heap))
                     first = found[0]
