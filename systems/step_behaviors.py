@@ -173,6 +173,8 @@ def take_action(
             resume_with(state, rec, Throw(error))
         else:
             await_children(state, rec, action.agent_ids)
+    elif cls in state.step_actions:  # taken here and now (a format-2 resource's)
+        state.step_actions[cls](state, rec, action)
     elif cls in state.host_actions:  # a host action: its handler runs in dispatch
         turn.phase = Phase.READY
         state.to_dispatch.append((rec, action))

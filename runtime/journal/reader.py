@@ -18,10 +18,14 @@ from typing import Any
 from runtime._version import __version__
 from runtime.errors import JournalError
 from runtime.journal.codec import decode_input
+from runtime.world.state import JOURNAL_FORMAT
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "JournalReader", "RecordedTick"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = JOURNAL_FORMAT
+"""The format new journals are written in. 2: a resource's actions are taken in the step
+(a ``Use``'s hold is a sleep); 1: as host actions in dispatch. Both replay and resume,
+each by its own rules (`runtime.world.state.JOURNAL_FORMAT`)."""
 MAGIC = "tickwork-journal"
 
 
@@ -74,11 +78,14 @@ class JournalReader:
             self.header: dict[str, Any] = json.loads(meta["header"])
         except (KeyError, ValueError) as exc:
             raise JournalError(f"{where!r} has a damaged header: {exc}") from exc
+        if version < 1:
+            raise JournalError(f"{where!r} has a damaged header: format {version}")
         if version > FORMAT_VERSION:
             raise JournalError(
                 f"{where!r} is journal format {version}, newer than this tickwork"
                 f" ({__version__}) reads (format {FORMAT_VERSION}): upgrade tickwork"
             )
+        self.format = version  # the rules its ticks followed (`FORMAT_VERSION`)
         try:
             self._conn.execute("SELECT count(*) FROM ticks").fetchone()
         except sqlite3.DatabaseError as exc:

@@ -21,7 +21,7 @@ from components import InteractionRequest, ToolCall
 from runtime.cancel import CancelToken
 from runtime.clock import Clock, ManualClock
 from runtime.errors import BehaviorNotFound, ConfigError, JournalError, ReplayDivergence
-from runtime.journal.store import JournalReader, RecordedTick
+from runtime.journal.store import FORMAT_VERSION, JournalReader, RecordedTick
 from runtime.lane.backend import ToolBackend
 from runtime.models import Model, ModelRequest
 from runtime.scenario.host import install_host
@@ -133,12 +133,15 @@ def replay(
     started = time.monotonic()
     with JournalReader(path) as reader:
         header = reader.header
+        journal_format = reader.format
         recorded = list(reader.ticks(until_tick, states=False))
         # Every tick was read when no bound was given: no second count of them.
         total = len(recorded) if until_tick is None else min(reader.tick_count(), until_tick)
     with _importable(import_path):
         effects = ReplayEffects(frozenset(header.get("approval_required", ())))
-        world = rebuild(header, effects, behaviors=behaviors or {}, setup=setup)
+        world = rebuild(
+            header, effects, behaviors=behaviors or {}, setup=setup, journal_format=journal_format
+        )
         try:
             check_behaviors(world, recorded)
             _check_components(world, recorded)
@@ -222,8 +225,13 @@ def rebuild(
     setup: Callable[[World], object] | None = None,
     scenario_behaviors: bool = True,
     tool_executor: Executor | ToolBackend | None = None,
+    journal_format: int = FORMAT_VERSION,
 ) -> World:
     """A world built from a journal's header, before its first tick, with ``effects``.
+
+    The world's ticks follow the rules of ``journal_format`` (the journal's format: see
+    `runtime.journal.FORMAT_VERSION`), set before ``setup`` runs (a resource made there
+    takes its actions as that format did).
 
     ``scenario_behaviors`` registers the behaviours of the scenario the header stores
     (``replay`` does; ``resume`` registers its own). ``tool_executor`` is handed to the
@@ -254,6 +262,7 @@ def rebuild(
     except (KeyError, TypeError, ValueError) as exc:
         _close(tool_executor)  # a bad header: the world may not have taken it yet
         raise JournalError(f"journal header is missing or has a bad setting: {exc}") from exc
+    world._state.journal_format = journal_format
     try:
         if scenario_behaviors and header.get("scenario"):
             # Imported from sys.path (and the caller's import_path), never from the

@@ -96,6 +96,7 @@ def resume(
     try:
         with JournalReader(path) as reader:
             header = reader.header
+            journal_format = reader.format
             last = reader.tick_count()
             until = _checked_at_tick(where, at_tick, journal, last)
             recorded = list(reader.ticks(until, states=False))
@@ -121,6 +122,7 @@ def resume(
         setup=setup,
         scenario_behaviors=False,
         tool_executor=tool_executor,
+        journal_format=journal_format,
     )
     target: Journal | None = None
     try:

@@ -140,8 +140,10 @@ class Journal:
         Raises:
             JournalError: the source cannot be read or this file cannot be written.
         """
-        self._write_meta({"magic": MAGIC, "format": str(FORMAT_VERSION), "header": header})
         with JournalReader(source) as reader:
+            # The source's format too: the prefix's ticks, and the world that goes on
+            # from them, keep to its rules.
+            self._write_meta({"magic": MAGIC, "format": str(reader.format), "header": header})
             conn = self._conn
             try:
                 conn.execute("BEGIN")

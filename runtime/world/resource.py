@@ -19,11 +19,16 @@ world seconds, gives it back and returns the time it waited.
 No threads and no wall time: everything happens on the tick thread, in world time, so the
 same run grants in the same order, ends at the same time and has the same digest every
 time, live, in lockstep, or replayed from its journal (a replay creates the same resources
-in its ``setup``). It is built on the host ECS API, as any host's action would be:
-``World.add_action`` handlers for the actions (``PENDING`` for a wait, ``ctx.complete``
-for the grant), one host system, a host timer where a ``Use`` ends (so the world ticks
-then), and a host component, `ResourceStats`, on an entity of each resource
-(``world.query(ResourceStats)``; part of the digest).
+in its ``setup``). The step takes the actions where the behaviour yields them, a ``Use``'s
+hold being a sleep (`runtime.world.resource_steps`: journal format 2); one host system
+sweeps what interrupts and cancels left, and a host component, `ResourceStats`, on an
+entity of each resource holds the counters (``world.query(ResourceStats)``; part of the
+digest).
+
+A world that replays or resumes a format-1 journal keeps the rules it was recorded by,
+built here on the host ECS API as any host's action would be: ``World.add_action``
+handlers for the actions (``PENDING`` for a wait, ``ctx.complete`` for the grant), the
+system, and a host timer where a ``Use`` ends (so the world ticks then).
 
 A hold lasts until ``Release`` or the end of the agent's turn, whichever comes first: a
 turn that returns, fails, is interrupted or is cancelled while holding gives its slot back
@@ -44,6 +49,8 @@ from components._frozen import fast_frozen_init
 from runtime.errors import ConfigError
 from runtime.world.context import PENDING, SystemContext
 from runtime.world.inputs import CancelAgent, InterruptAgent
+from runtime.world.resource_steps import StepRules
+from runtime.world.state import AgentRecord, Hold, WorldState
 
 if TYPE_CHECKING:
     from runtime.world.world import World
@@ -107,14 +114,27 @@ class ResourceStats:
     peak_queued: int = 0
 
 
-class _Claim:
+class _Claim(Hold):
     """One agent's place at a resource: waiting in its queue, or holding a slot.
 
     ``turn`` is the agent's live ``TurnState``: the claim belongs to turn ``generation``
-    only, so a later turn (or none) shows at once that the claim is stale.
+    only, so a later turn (or none) shows at once that the claim is stale. Under the step
+    rules (format 2) it is the turn's ``pending`` while it waits or holds by ``Use``, and
+    ``rec``, ``resource`` and ``rules`` are set (`runtime.world.resource_steps`).
     """
 
-    __slots__ = ("agent_id", "dead", "generation", "hold", "since", "turn", "waited")
+    __slots__ = (
+        "agent_id",
+        "dead",
+        "generation",
+        "hold",
+        "rec",
+        "resource",
+        "rules",
+        "since",
+        "turn",
+        "waited",
+    )
 
     def __init__(self, agent_id: str, turn: TurnState, since: float, hold: float | None) -> None:
         self.agent_id = agent_id
@@ -124,6 +144,16 @@ class _Claim:
         self.hold = hold  # a `Use`'s seconds (None: an `Acquire`, held until `Release`)
         self.waited = 0.0  # world seconds it queued before its slot was granted
         self.dead = False  # a waiter that left the queue (the deque drops it lazily)
+
+    rec: AgentRecord
+    resource: Resource
+    rules: StepRules
+
+    def end(self, state: WorldState) -> float:
+        return self.rules.end(self)
+
+    def cut(self, state: WorldState) -> None:
+        self.rules.cut_short(self)
 
 
 class Resource:
@@ -300,12 +330,32 @@ class _Resources:
         self.resources: list[Resource] = []  # in the order created
         self.unplaced: list[Resource] = []
         self._seq = 0
+        state = self.state
+        self.rules: StepRules | None = None
+        if state.journal_format >= 2:  # the step takes the actions (resource_steps)
+            rules = self.rules = StepRules(self)
+            state.step_actions.update(
+                {Acquire: rules.acquire, Release: rules.release, Use: rules.use}
+            )
+            world.add_system(
+                rules.system, after="handle_interrupts", name="resources", run_if=rules.has_work
+            )
+            return
         world.add_action(Acquire, self.acquire)
         world.add_action(Release, self.release)
         world.add_action(Use, self.use)
         world.add_system(
             self.system, after="handle_interrupts", name="resources", run_if=self.has_work
         )
+
+    def new_claim(self, resource: Resource, rec: AgentRecord, hold: float | None) -> _Claim:
+        """A step rules' claim of ``resource`` by ``rec``'s turn, from now."""
+        claim = _Claim(rec.id, rec.turn, self.state.now, hold)
+        claim.rec = rec
+        claim.resource = resource
+        assert self.rules is not None
+        claim.rules = self.rules
+        return claim
 
     @staticmethod
     def of(world: World) -> _Resources:

@@ -50,11 +50,11 @@ from runtime.world.metrics import MetricsRecorder
 from runtime.world.probe import Probe
 from runtime.world.recorder import Recorder
 from runtime.world.report import TickReport
-from runtime.world.state import WorldState
+from runtime.world.state import WorldState, end_hold
 from runtime.world.tick import ESPER_LOCK
 from runtime.world.timers import HostTimers
 from systems.lifecycle import end_turn, fail, nothing_to_abort
-from systems.step_behaviors import take_action
+from systems.step_behaviors import step_ready, take_action
 
 __all__ = ["SKIP_SLICE", "WAKE_SLICE", "YIELD_AFTER", "SkipAhead"]
 
@@ -80,22 +80,28 @@ _NOT_NEEDED = {"apply_inputs", "expire_prompts", "collect_outcomes", "mirror_lan
 _WHOLE, _WAKE, _ABORT, _QUIET = "whole", "wake", "abort", "quiet"
 
 
-def _only_ended(state: WorldState) -> bool:
-    """Whether all a wake-up tick left, beyond sleepers, is agents that ended with nothing
-    to abort: its next tick then only clears the abort queue (`nothing_to_abort`)."""
-    if (
-        state.ready
-        or state.to_dispatch
-        or state.prompt_changed
-        or state.to_interrupt
-        or state.created
-        or state.to_forget
-    ):
-        return False
-    keep = state.keep_finished
-    if keep is not None and len(state.finished) > keep:
-        return False
-    return nothing_to_abort(state.to_abort)
+def _end_holds(state: WorldState, bucket: list[tuple[int, Any]]) -> bool:
+    """End the holds among a deadline's live sleepers, in order, before any of them steps
+    (as `WorldState.wake_sleepers` does); whether there was one."""
+    ended = False
+    for entry, rec in bucket:
+        if rec.sleep_seq == entry and rec.turn.pending is not None:
+            end_hold(state, rec)
+            ended = True
+    return ended
+
+
+def _step_woken(state: WorldState, bucket: list[tuple[int, Any]]) -> None:
+    """Step a deadline's live sleepers, then what their holds' ends resumed (already in
+    ``state.ready``), as the whole tick's `step_ready` would: the rare end of a run."""
+    resumed = dict(state.ready)
+    state.ready.clear()
+    paused = StatusKind.PAUSED
+    for entry, rec in bucket:
+        if rec.sleep_seq == entry:
+            (state.held if rec.status.kind is paused else state.ready)[rec.ordinal] = rec
+    state.ready.update(resumed)
+    step_ready(state)
 
 
 class SkipAhead:
@@ -205,25 +211,32 @@ class SkipAhead:
 
     def _wake_run(  # noqa: PLR0915 - the skip's inner loop, kept flat
         self, now: float, room: int, limit: float, flags: Any, deferring: bool, until: float
-    ) -> tuple[int, float]:
+    ) -> tuple[int, float, bool]:
         """Wake and step the sleepers due at ``now`` (a tick ``_skip_ahead`` has begun,
-        with nothing queued and no host system to ask), then run on through the ticks that
-        follow while they are sleepers alone: the quiet tick after a wake-up, and the next
-        deadline's wake-up, for at most ``room`` ticks more, before ``limit``, and until
-        ``time.perf_counter()`` passes ``until`` (the slice's end: see `WAKE_SLICE`).
+        with nothing queued and every host system idle and placed before the step), then
+        run on through the ticks that follow while they are sleepers alone: the quiet tick
+        after a wake-up, and the next deadline's wake-up, for at most ``room`` ticks more,
+        before ``limit``, and until ``time.perf_counter()`` passes ``until`` (the slice's
+        end: see `WAKE_SLICE`).
 
         Each agent is stepped as `step_ready` steps it (the same order, effects, counts
-        and failures): a positive ``Sleep`` is handled here, anything else by
-        `take_action`, the end of a behaviour by ``end_turn``. The run stops after the
-        first tick in which anything else happened (an agent did something but sleep,
-        failed, or ended leaving anything to abort or release), and when an input arrives,
-        a timer or a Ctrl-C is pending, something starts watching, or a host system is
-        there: the caller then ends that tick as it ends any. An agent that ended with
-        nothing to abort does not stop it: the next tick clears the abort queue, as the
-        whole pipeline's would. A live sleep entry's turn is SLEEPING with nothing to send
-        (see `WorldState.sleep_buckets`), so each is sent None.
+        and failures): a positive ``Sleep`` is handled here, an action the step takes
+        (``state.step_actions``: a resource's) by its handler, anything else by
+        `take_action`, the end of a behaviour by ``end_turn``. The holds among a
+        deadline's sleepers end first, as `WorldState.wake_sleepers` ends them. The run
+        stops after the first tick in which anything else happened (an agent did
+        something but sleep or park on a resource, failed, or ended leaving anything to
+        abort or release; a hold's end resumed a waiter), and when an input arrives, a
+        timer or a Ctrl-C is pending, or something starts watching: the caller then ends
+        that tick as it ends any. An agent that ended with nothing to abort does not stop
+        it: the next tick clears the abort queue, as the whole pipeline's would. Host
+        systems are asked at each tick it begins, in order (every stage before them is
+        idle there); when one has work, that tick is left begun for the caller to run
+        whole. A live sleep entry's turn is SLEEPING with nothing to send but a hold's
+        value (see `WorldState.sleep_buckets`).
 
-        Returns the ticks run after the first and the time now.
+        Returns the ticks run (or begun) after the first, the time now, and whether the
+        last of them is begun but not run.
         """
         state = self._state
         clock = self.clock
@@ -232,9 +245,11 @@ class SkipAhead:
         pop, push = heapq.heappop, heapq.heappush
         held, dirty, next_ready = state.held, state.dirty, state.ready
         arrived, timer_heap = self._inbox._arrived, self._timers._heap
-        observers, systems = self._observers, self._host.systems
+        observers = self._observers
+        systems = [system for _gap, system in self._host.systems]
+        step_actions = state.step_actions
+        finished, keep = state.finished, state.keep_finished
         paused, sleep = StatusKind.PAUSED, Sleep
-        inf = math.inf
         # A world that keeps no dirty set (no digest was ever asked for: see
         # `TickMachine._record_nothing`) drops it at its next whole tick anyway; the
         # stepped agents are then marked by saying it was dropped, not one by one.
@@ -247,16 +262,35 @@ class SkipAhead:
         clock_at = 64  # the next `more` at which `until` is looked at
         perf_counter = time.perf_counter
         bucket: list[tuple[int, Any]] | None = None  # the next deadline's, popped already
+        # The tick's flags, reset where they are read (not at each tick's start: a plain
+        # wake-up pays for none of it): `calls`, a call-out made changes of its own (see
+        # below); `ended`, a behaviour ended; `odd`, one did something other than end,
+        # sleep or park, so the caller ends the tick (the run returns then). `holding`:
+        # holds are live (only call-outs start or end one), so the step looks for them.
+        ended = odd = calls = False
+        holding = state.holds
         try:  # `seq` goes back into `state` whichever way the run ends
             while True:  # one wake-up tick at `now`, numbered `tick`
                 # The tick's counts are 0 in `state` (each tick begins so): a positive sleep
-                # counts in `stepped` alone, a call-out (`end_turn`, `fail`, `take_action`)
-                # adds its own changes there. `odd`: one did something other than end a
-                # behaviour, so the caller ends the tick.
+                # counts in `stepped` alone, a call-out (`end_turn`, `fail`, `take_action`,
+                # a step action, a hold's end) adds its own changes there.
                 stepped = 0
-                ended = odd = False
                 if bucket is None:
                     bucket = buckets.pop(pop(heap))
+                if holding:  # the holds due end before anyone steps
+                    state.sleep_seq = seq
+                    if len(bucket) == 1:  # `_end_holds`, inlined: the usual bucket
+                        entry, rec = bucket[0]
+                        if rec.sleep_seq == entry and rec.turn.pending is not None:
+                            end_hold(state, rec)
+                            calls = True
+                    else:
+                        calls = _end_holds(state, bucket)
+                    seq = state.sleep_seq
+                    if next_ready:  # a waiter resumed: it steps now, after the woken
+                        _step_woken(state, bucket)
+                        seq = state.sleep_seq
+                        return more, now, False
                 for entry, rec in bucket:
                     if rec.sleep_seq != entry:
                         continue  # a stale entry: the sleep was abandoned
@@ -269,18 +303,22 @@ class SkipAhead:
                     stepped += 1
                     try:
                         try:
-                            action = turn.behavior.send(None)  # type: ignore[union-attr]
+                            if holding and (value := turn.send_value) is not None:
+                                turn.send_value = None  # a hold's end: the time it waited
+                                action = turn.behavior.send(value)  # type: ignore[union-attr]
+                            else:
+                                action = turn.behavior.send(None)  # type: ignore[union-attr]
                         except StopIteration as stop:
                             state.sleep_seq = seq
                             end_turn(state, rec, stop.value)
                             seq = state.sleep_seq
-                            ended = True
+                            ended = calls = True
                             continue
                         except BaseException as exc:  # as in step_ready
                             state.sleep_seq = seq
                             fail(state, rec, exc)
                             seq = state.sleep_seq
-                            odd = True
+                            odd = calls = True
                             continue
                         # A positive sleep, compared as step_ready compares it (`<= 0` first,
                         # so a bad `seconds` fails with the same message).
@@ -296,24 +334,45 @@ class SkipAhead:
                                 later.append((seq, rec))
                         else:
                             state.sleep_seq = seq
-                            take_action(state, rec, action, next_ready)
+                            handler = step_actions.get(action.__class__)
+                            if handler is not None:  # a resource's: it parks, or moves on
+                                handler(state, rec, action)
+                                calls = True
+                                if next_ready or state.to_abort or state.to_dispatch:
+                                    odd = True
+                                holding = holding or state.holds
+                            else:
+                                take_action(state, rec, action, next_ready)
+                                odd = calls = True
                             seq = state.sleep_seq
-                            odd = True
                     except BaseException as exc:
                         state.sleep_seq = seq
                         fail(state, rec, exc, "StepBehaviors")
                         seq = state.sleep_seq
-                        odd = True
+                        odd = calls = True
                 bucket = None
-                if not (ended or odd):
+                if not calls:
                     changed = stepped
                 else:
                     state.stepped += stepped
                     changed = state.changed_this_tick = state.changed_this_tick + stepped
+                    if odd:
+                        return more, now, False  # the caller ends this tick as it ends any
                     # Behaviours that ended are still sleepers' business when all they left
-                    # is an abort with nothing to do (no handle, prompt or child to cancel).
-                    if odd or not _only_ended(state):
-                        return more, now  # the caller ends this tick as it ends any
+                    # is an abort with nothing to do (no handle, prompt or child to cancel):
+                    # the next tick then only clears the abort queue. Inlined (a call per
+                    # ending is ~4% of a run where every wake-up ends its agent).
+                    if ended and (
+                        state.ready
+                        or state.to_dispatch
+                        or state.prompt_changed
+                        or state.to_interrupt
+                        or state.created
+                        or state.to_forget
+                        or (keep is not None and len(finished) > keep)
+                        or not nothing_to_abort(state.to_abort)
+                    ):
+                        return more, now, False
                 # Sleepers alone still: what the next tick is, as `_skip_ahead` would find.
                 halt = (
                     more >= room
@@ -321,7 +380,6 @@ class SkipAhead:
                     or (deferring and flags.pending)
                     or timer_heap
                     or observers
-                    or systems
                     or self._probe is not None
                     or self._recorder is not None
                 )
@@ -331,26 +389,36 @@ class SkipAhead:
                 if changed:  # moving: the next tick is at `now`
                     if halt or (ended and heap and heap[0] <= now):
                         state.changed_this_tick, state.stepped = changed, stepped
-                        return more, now
+                        return more, now, False
                     more += 1
                     tick += 1
                     state.tick = tick
-                    if ended:  # the next tick's abort: it has nothing to do but forget them
-                        state.to_abort.clear()
-                    elif heap and heap[0] <= now:
+                    if calls:  # the counts the call-outs made were that tick's
+                        state.changed_this_tick = state.stepped = 0
+                        if ended:  # the next tick's abort: nothing to do but forget them
+                            state.to_abort.clear()
+                        ended = calls = False
+                        holding = state.holds
+                    if systems:  # asked where their turn comes (every stage before idle)
+                        for system in systems:
+                            if not system.idle(state):
+                                return more, now, True
+                    if heap and heap[0] <= now:  # (never after an end: returned above)
                         continue  # a sleep that rounded to `now`: due in this next tick
                     # ... a quiet tick, counted; then the next deadline's tick, if no stop
                     halt = more >= room
-                if ended:  # the counts `end_turn` made are the last tick's (else they are 0)
+                elif calls:  # the counts the call-outs made are the last tick's
                     state.changed_this_tick = state.stepped = 0
+                    ended = calls = False
+                    holding = state.holds
                 if halt:
-                    return more, now
+                    return more, now, False
                 # The next live deadline, its bucket popped here (dropping stale ones, as
                 # `next_timer` would) rather than looked up and then popped.
                 while heap:
                     deadline = heap[0]
-                    if deadline >= limit or deadline == inf:
-                        return more, now  # (a stale one there: the live ones are later still)
+                    if deadline >= limit:  # (`limit` is at most infinity)
+                        return more, now, False  # (a stale one there: live ones are later)
                     found = buckets.pop(pop(heap))
                     first = found[0]
                     if first[1].sleep_seq == first[0]:
@@ -361,7 +429,7 @@ class SkipAhead:
                         bucket = live
                         break
                 if bucket is None:
-                    return more, now
+                    return more, now, False
                 if deadline > now:  # ManualClock.set's work, under its lock (held)
                     now = state.now = clock._now = (
                         deadline if deadline.__class__ is float else float(deadline)
@@ -369,6 +437,12 @@ class SkipAhead:
                 more += 1
                 tick += 1
                 state.tick = tick
+                if systems:
+                    for system in systems:
+                        if not system.idle(state):  # the whole tick wakes the bucket itself
+                            buckets[deadline] = bucket
+                            push(heap, deadline)
+                            return more, now, True
         finally:
             state.sleep_seq = seq
 
@@ -500,7 +574,7 @@ class SkipAhead:
                             # Only the sleepers due now can move: their step alone (and
                             # the wake-ups after it while they only sleep again), and the
                             # stages after it only if it queued something for them.
-                            more, now = self._wake_run(
+                            more, now, begun = self._wake_run(
                                 now, budget - ran, limit, flags, deferring, until
                             )
                             ran += more

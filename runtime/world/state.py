@@ -33,7 +33,23 @@ from runtime.world.actions import Action
 from runtime.world.behaviors import BehaviorRegistry
 from runtime.world.report import TickReport
 
-__all__ = ["AgentRecord", "Effects", "PendingBatch", "Probe", "Throw", "WorldState"]
+__all__ = [
+    "JOURNAL_FORMAT",
+    "AgentRecord",
+    "Effects",
+    "Hold",
+    "PendingBatch",
+    "Probe",
+    "Throw",
+    "WorldState",
+]
+
+JOURNAL_FORMAT = 2
+"""The journal format whose rules a new world's ticks follow (`runtime.journal` writes it
+in every journal's header). Format 2 takes a resource's actions in the step, a ``Use``'s
+hold being a sleep whose wake-up gives the slot back (`runtime.world.resource_steps`);
+format 1 took them as host actions in dispatch. A replay or a resume follows its journal's
+format (``WorldState.journal_format``), so journals of either format replay as recorded."""
 
 
 class Effects(Protocol):
@@ -92,6 +108,27 @@ class Throw:
     """A ``send_value`` that is thrown into the behaviour instead of sent."""
 
     error: BaseException
+
+
+class Hold:
+    """What a turn parked on a resource awaits (its ``TurnState.pending``): a place in a
+    queue, or a hold that is a sleep (`runtime.world.resource_steps`).
+
+    The step ends a hold at its sleep's wake-up, before any agent of that tick steps
+    (``end`` gives the slot back and returns what the behaviour is sent); the lifecycle
+    calls ``cut`` when the turn ends any other way (interrupt, cancel, failure), so
+    the slot or the place in the queue is given up.
+    """
+
+    __slots__ = ()
+
+    def end(self, state: WorldState) -> Any:
+        """The hold's time is over: give it back; returns the value sent in."""
+        raise NotImplementedError
+
+    def cut(self, state: WorldState) -> None:
+        """The turn that held or waited ended some other way."""
+        raise NotImplementedError
 
 
 class PendingBatch:
@@ -421,10 +458,18 @@ class WorldState:
         # An entry is stale once `rec.sleep_seq != seq` (the sleep was abandoned: the
         # turn ended or resumed, which reset `sleep_seq`, or slept again). Invariant: a
         # live entry's turn is SLEEPING with no `send_value` (the skip's `_wake_run` relies
-        # on it).
+        # on it), and with no `pending` unless the sleep is a resource's hold (a `Hold`,
+        # ended by the step at its wake-up; `holds` counts the live ones, so the step
+        # looks for them only while there are some: never in a world without resources).
         self.sleepers: list[float] = []
         self.sleep_buckets: dict[float, list[tuple[int, AgentRecord]]] = {}
         self.sleep_seq = 0
+        self.holds = 0
+        # The journal format this world's ticks follow (see `JOURNAL_FORMAT`).
+        self.journal_format = JOURNAL_FORMAT
+        # Actions the step itself takes (a format-2 resource's): type -> fn(state, rec,
+        # action), run where the behaviour yielded it, before any later agent steps.
+        self.step_actions: dict[type, Callable[[WorldState, AgentRecord, Any], None]] = {}
         self.lane_waiting: dict[int, AgentRecord] = {}  # awaiting a model or tool outcome
         self.to_abort: list[AgentRecord] = []
         self.to_interrupt: list[AgentRecord] = []
@@ -473,13 +518,21 @@ class WorldState:
             bucket.append((seq, rec))
 
     def wake_sleepers(self) -> None:
-        """Move every sleeper whose deadline has passed to ``ready``."""
+        """Move every sleeper whose deadline has passed to ``ready``; then end the holds
+        among them (in the order they were woken, before any of them steps), each sent
+        what its ``Hold.end`` returns."""
         heap, buckets, now, ready = self.sleepers, self.sleep_buckets, self.now, self.ready
         paused = StatusKind.PAUSED
+        holds: list[AgentRecord] | None = [] if self.holds else None
         while heap and heap[0] <= now:
             for seq, rec in buckets.pop(heapq.heappop(heap)):
                 if rec.sleep_seq == seq:  # else a stale entry: the sleep was abandoned
                     (self.held if rec.status.kind is paused else ready)[rec.ordinal] = rec
+                    if holds is not None and rec.turn.pending is not None:
+                        holds.append(rec)
+        if holds:
+            for rec in holds:  # after the loop: a hold granted now ends next tick at once
+                end_hold(self, rec)
 
     def make_ready(self, rec: AgentRecord) -> None:
         """Queue ``rec`` to step next (held instead while it is paused).
@@ -505,3 +558,11 @@ class WorldState:
                 return heap[0]
             del buckets[heapq.heappop(heap)]
         return None
+
+
+def end_hold(state: WorldState, rec: AgentRecord) -> None:
+    """End the hold ``rec``'s turn sleeps on (its wake-up): its value is sent next."""
+    turn = rec.turn
+    hold: Hold = turn.pending
+    turn.pending = None
+    turn.send_value = hold.end(state)

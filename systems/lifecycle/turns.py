@@ -29,7 +29,7 @@ from components import (
 from runtime.cancel import CancelToken, InterruptHandle
 from runtime.world import sigint
 from runtime.world.actions import Turn
-from runtime.world.state import AgentRecord, PendingBatch, WorldState
+from runtime.world.state import AgentRecord, Hold, PendingBatch, WorldState
 
 from .history import add_history, as_text, record_tool_results
 from .status import set_active, set_idle, set_waiting_on_children
@@ -176,6 +176,9 @@ def _clear_turn(state: WorldState, rec: AgentRecord, outcome: str, message: str 
     if probe is not None:
         probe.turn_ended(rec, outcome, message)
     _close(rec)
+    pending = turn.pending
+    if pending is not None and isinstance(pending, Hold):
+        pending.cut(state)  # a resource's slot or place in its queue: given up
     turn.phase = Phase.DONE
     turn.inflight = None
     turn.deadline = None

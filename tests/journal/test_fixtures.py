@@ -13,13 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from runtime.journal import JournalReader, replay
+from runtime import World
+from runtime.journal import Journal, JournalReader, replay, resume
+from runtime.journal.store import FORMAT_VERSION
+from tests.journal import fixture_resources
 
-FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.db"))
+_ALL = sorted((Path(__file__).parent / "fixtures").glob("*.db"))
+FIXTURES = [path for path in _ALL if "-resources-" not in path.name]
+RESOURCE_FIXTURES = [path for path in _ALL if "-resources-" in path.name]
 
 
 def test_there_are_fixtures():
     assert FIXTURES, "tests/journal/fixtures holds no journal"
+    assert RESOURCE_FIXTURES, "tests/journal/fixtures holds no journal of resource visits"
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
@@ -36,3 +42,47 @@ def test_a_journal_recorded_by_an_older_tickwork_replays_tick_for_tick(fixture, 
     assert report.agents >= 4
     # The run is the one `fixture_run` describes: every kind of input it makes is there.
     assert kinds >= {"SpawnAgent", "ToolOutcome", "PromptOpened", "PromptSettled", "SendMessage"}
+
+
+@pytest.mark.parametrize("fixture", RESOURCE_FIXTURES, ids=lambda p: p.name)
+def test_resource_visits_recorded_by_an_older_tickwork_replay_tick_for_tick(fixture, tmp_path):
+    path = tmp_path / fixture.name
+    shutil.copyfile(fixture, path)
+    with JournalReader(path) as reader:
+        recorded = reader.tick_count()
+        kinds = {
+            type(item).__name__ for tick in reader.ticks(states=False) for _, item in tick.inputs
+        }
+    report = replay(path, setup=fixture_resources.desks)
+    assert report.ticks == report.recorded_ticks == recorded > 0
+    assert report.agents == 8
+    assert kinds >= {"SpawnAgent", "PauseAgent", "ResumeAgent", "CancelAgent", "InterruptAgent"}
+
+
+@pytest.mark.parametrize("fixture", RESOURCE_FIXTURES, ids=lambda p: p.name)
+def test_an_older_journal_forked_mid_run_goes_on_by_its_own_format(fixture, tmp_path):
+    # A resume keeps to the rules the journal's ticks followed, and so does its fork
+    # (the prefix and the world that goes on from it): the fork replays.
+    path = tmp_path / fixture.name
+    shutil.copyfile(fixture, path)
+    with JournalReader(path) as reader:
+        old = reader.format
+    assert old < FORMAT_VERSION
+    fork = tmp_path / "fork.db"
+    with resume(
+        path, setup=fixture_resources.desks, at_tick=12, journal=Journal.create(fork)
+    ) as world:
+        world.run_until_idle(timeout=60)
+        ticks = world.tick_count
+    with JournalReader(fork) as reader:
+        assert reader.format == old
+    report = replay(fork, setup=fixture_resources.desks)
+    assert report.ticks == ticks > 12
+
+
+def test_a_journal_written_now_is_of_the_newest_format(tmp_path):
+    path = tmp_path / "run.db"
+    with World(journal=Journal.create(path)) as world:
+        world.tick()
+    with JournalReader(path) as reader:
+        assert reader.format == FORMAT_VERSION == 2

@@ -1,4 +1,4 @@
-"""Resource: FIFO slots in world time, through Acquire/Release host actions."""
+"""Resource: FIFO slots in world time; its actions taken by the step (journal format 2)."""
 
 from __future__ import annotations
 
@@ -436,3 +436,44 @@ def test_a_skipped_run_of_visits_matches_the_watched_run_tick_for_tick():
     fast, whole = _run_desk(watched=False), _run_desk(watched=True)
     assert fast == whole
     assert len(fast[4]) == 12  # two lines per Acquire visitor, one per Use
+
+
+def _turn_during_a_hold(world: World) -> tuple[Any, ...]:
+    Resource(world, "desk", capacity=1)
+    agent = world.spawn(user, ("a", 0, 2.5))
+    world.tick()
+    world.tick()  # stepped: it yielded its Use
+    turn = world._state.records[agent].turn
+    return turn.phase.value, turn.inflight, turn.deadline, turn.counter
+
+
+def test_under_format_2_a_use_with_a_slot_free_sleeps_until_its_hold_ends(make_world):
+    # The step takes it: no host action, no id minted, a sleep to the hold's end.
+    assert _turn_during_a_hold(make_world()) == ("sleeping", None, 2.5, 0)
+
+
+def test_a_world_keeping_format_1_takes_use_as_the_host_action_it_was(make_world):
+    world = make_world()
+    world._state.journal_format = 1  # as a replay or resume of a format-1 journal sets
+    assert _turn_during_a_hold(world) == ("awaiting_action", "a1/t1/h1", 0.0, 1)
+
+
+def test_a_use_holder_failed_by_a_host_system_gives_its_slot_to_the_next_waiter(make_world):
+    # Neither an input nor its hold's end: the lifecycle gives the place up as it clears
+    # the turn, and the resources' system sweeps it in its next run.
+    world = make_world()
+    Resource(world, "desk", capacity=1)
+    holder = world.spawn(user, ("holder", 0, 10))
+    world.spawn(user, ("next", 1, 1))
+    _tick_until(world, lambda: world.now >= 1 and _stats(world).queued == 1)
+    victim = world._state.records[holder].ordinal
+
+    def blame(ctx):
+        if world.status(holder).kind is StatusKind.ACTIVE:
+            ctx.get(victim, ResourceStats)  # the holder's entity has none: raises
+
+    world.add_system(blame)
+    stats = _run_until_idle_and_check_no_slot_leaked(world)
+    assert world.status(holder).kind is StatusKind.ERROR
+    assert LOG == [(2.0, "next", "left after waiting 0")]  # granted at 1, as it queued
+    assert stats.reclaimed == 1

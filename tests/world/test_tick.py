@@ -237,6 +237,18 @@ def test_runs_of_wake_ups_give_what_the_pipeline_gives(
     assert fast == _run(programs, watched=True, keep_finished=keep_finished)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_SLEEPY, min_size=1, max_size=16))
+def test_runs_of_wake_ups_ask_host_systems_placed_before_the_step_as_the_pipeline_does(
+    programs: list[list[tuple[Any, ...]]],
+) -> None:
+    # The run goes on past a host system placed before the step, asking its `run_if`
+    # at every tick it begins (true every third tick): the ticks it runs in are the same.
+    host = {"hosted": True, "conditional": True, "early": True}
+    fast = _run(programs, watched=False, **host)
+    assert fast == _run(programs, watched=True, **host)
+
+
 def test_host_systems_timers_and_actions_take_the_fast_path_alike() -> None:
     programs = [
         [("nap", 1.0), ("sleep", 0.5), ("nap", 0.0)],
