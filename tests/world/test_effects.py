@@ -98,7 +98,9 @@ def test_a_turn_of_many_model_calls_keeps_no_stream_stopper_on_its_token(make_wo
     assert max(seen) <= 1, seen  # none left behind by calls that have ended
 
 
-def test_a_dispatch_hold_sends_slices_while_the_lane_has_room_and_a_journal_hold_keeps_all():
+def _gated_effects(width: int) -> tuple[LiveEffects, ToolLane, Inbox, threading.Event]:
+    """Effects whose tool lane is ``width`` wide and whose one tool, ``wait``, holds its
+    job until the returned gate is set."""
     tools = ToolRegistry()
     gate = threading.Event()
 
@@ -108,8 +110,7 @@ def test_a_dispatch_hold_sends_slices_while_the_lane_has_room_and_a_journal_hold
         return 1
 
     inbox = Inbox()
-    slice_ = EARLY_SLICE
-    lane = ToolLane(2 * slice_ + slice_ // 2, on_outcome=inbox.put)  # room for two slices
+    lane = ToolLane(width, on_outcome=inbox.put)
     effects = LiveEffects(
         inbox=inbox,
         hub=InteractionHub(),
@@ -118,6 +119,12 @@ def test_a_dispatch_hold_sends_slices_while_the_lane_has_room_and_a_journal_hold
         tools=tools,
         models={},
     )
+    return effects, lane, inbox, gate
+
+
+def test_a_dispatch_hold_sends_slices_while_the_lane_has_room_and_a_journal_hold_keeps_all():
+    slice_ = EARLY_SLICE
+    effects, lane, inbox, gate = _gated_effects(2 * slice_ + slice_ // 2)  # room for two slices
 
     def ask(n: int, tag: str) -> None:
         for i in range(n):
@@ -188,24 +195,7 @@ def test_a_cancel_stops_a_running_calls_stream_and_the_request_carries_that_stre
 
 
 def test_a_lane_narrower_than_a_slice_takes_one_while_it_is_idle():
-    tools = ToolRegistry()
-    gate = threading.Event()
-
-    @tools.tool
-    def wait(args: Mapping[str, Any], ctx: ToolContext) -> object:
-        assert gate.wait(WAIT)
-        return 1
-
-    inbox = Inbox()
-    lane = ToolLane(4, on_outcome=inbox.put)  # the default tool lane is 8 wide
-    effects = LiveEffects(
-        inbox=inbox,
-        hub=InteractionHub(),
-        tool_lane=lane,
-        inference_lane=ToolLane(1, name="inference"),
-        tools=tools,
-        models={},
-    )
+    effects, lane, inbox, gate = _gated_effects(4)  # narrower than a slice
     try:
         effects.hold(slices=True)
         for i in range(2 * EARLY_SLICE):
