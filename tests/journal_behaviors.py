@@ -6,6 +6,7 @@ import random
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,16 @@ def scripted_models() -> dict[str, ScriptedModel]:
 
 if __name__ == "__main__":
     record_forever(str(Path(sys.argv[1])))
+
+
+@dataclass
+class Box:
+    """A dataclass holding anything: a behaviour's result that JSON cannot write as it is."""
+
+    value: Any
+
+
+def returns_unjsonable(turn: Any) -> Any:
+    """Return what JSON cannot write: a tuple key, keys of mixed kinds, a 5,000-digit int."""
+    yield Sleep(0)
+    return {(1, 2): "pair", 1: "one", "a": Box(10**5000)}

@@ -80,8 +80,11 @@ def _plain(value: Any) -> Any:
     """``value`` if it is plain JSON data, else its ``repr`` (cut short)."""
     try:
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return repr(value)[:200]
+    except (TypeError, ValueError, RecursionError):
+        try:
+            return repr(value)[:200]
+        except Exception:  # a repr that cannot be written (a 5,000-digit int) or raises
+            return f"<{type(value).__qualname__}>"
     return value
 
 

@@ -34,29 +34,112 @@ _MOD = 1 << 128
 def canonical(value: Any) -> str:
     """The canonical JSON text of ``value`` (sorted keys, no spaces, stable floats).
 
-    Whatever ``value`` holds, this never raises: an integer beyond CPython's 4,300-digit
-    limit is written in hex, nesting past the recursion limit by its type (a behaviour may
-    return anything, and a digest must not fail the tick).
+    Whatever ``value`` holds, this never raises: a behaviour may return anything and a host
+    component may hold anything, and a digest must not fail the tick. What JSON cannot
+    write as it is goes through `_encodable` (an integer beyond CPython's 4,300-digit
+    limit in hex, nesting past the recursion limit by its type, a dict whose keys JSON
+    cannot sort or write by their canonical text); what it can keeps the text it always
+    had, so digests journals hold still match.
     """
     try:
         return "".join(_encode(value, 0))
-    except (ValueError, RecursionError):
-        return "".join(_encode(_encodable(value, 0), 0))
-
-
-def _encodable(value: Any, depth: int) -> Any:
-    if depth > 100:
-        return f"<{type(value).__qualname__}>"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if -_INT_BOUND < value < _INT_BOUND else f"<int {value:#x}>"
-    if isinstance(value, list | tuple):
-        return [_encodable(item, depth + 1) for item in value]
-    if isinstance(value, dict):
-        return {k: _encodable(v, depth + 1) for k, v in value.items()}
-    return value
+    except Exception:  # also what a host's __repr__ or property raises
+        try:
+            return "".join(_encode(_encodable(value, 0, [_FALLBACK_BUDGET]), 0))
+        except Exception:  # the budget ran out, or host code raised again
+            return encode_basestring(f"<{type(value).__qualname__}: not encodable>")
 
 
 _INT_BOUND = 10**4300
+_MAX_DEPTH = 100
+# How many values the fallback visits before it gives up on the whole: a value that holds
+# itself twice over (`a = []; a += [a, a]`) would otherwise unfold into 2**100 of them.
+_FALLBACK_BUDGET = 1_000_000
+
+
+class _TooLarge(Exception):
+    """The fallback's budget ran out (`canonical` then writes the value's type alone)."""
+
+
+def _encodable(value: Any, depth: int, budget: list[int]) -> Any:
+    """``value`` as plain JSON values that the encoder writes without raising, and exactly
+    as it writes ``value`` itself whenever it can: the checks follow the C encoder's own
+    order, dataclasses, enums and sets are taken as `_fallback` takes them, and only what
+    the encoder refuses is changed.
+
+    Raises:
+        _TooLarge: more than ``budget[0]`` values visited.
+    """
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooLarge
+    if depth > _MAX_DEPTH:
+        return f"<{type(value).__qualname__}>"
+    if value is None or value is True or value is False or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value if -_INT_BOUND < value < _INT_BOUND else f"<int {value:#x}>"
+    if isinstance(value, float):
+        return value
+    if isinstance(value, list | tuple):
+        return [_encodable(item, depth + 1, budget) for item in value]
+    if isinstance(value, dict):
+        return _encodable_dict(value, depth, budget)
+    fields = getattr(value, "__dataclass_fields__", None)
+    if fields is not None:
+        return {name: _encodable(getattr(value, name), depth + 1, budget) for name in fields}
+    enum_value = getattr(value, "value", None)
+    if enum_value is not None and type(value).__module__ != "builtins":
+        return _encodable(enum_value, depth + 1, budget)
+    if isinstance(value, set | frozenset):
+        try:
+            items = sorted(value, key=repr)  # `_fallback`'s order
+        except Exception:  # a repr that cannot be written (a 5,000-digit int)
+            items = sorted(value, key=canonical)
+        return [_encodable(item, depth + 1, budget) for item in items]
+    return f"<{type(value).__qualname__}>"
+
+
+def _encodable_dict(value: dict[Any, Any], depth: int, budget: list[int]) -> dict[str, Any]:
+    """A dict as `_encodable` wants it: its own keys when the encoder can sort and write
+    them (all strings, or all numbers, or a single scalar), else each key's JSON text
+    (``"1"``, ``"null"``, ``"[1,2]"`` for a tuple), sorted; two keys with one text are
+    told apart by their types' names (``"1"`` and ``1`` give ``"1"`` and ``"1<int>"``)."""
+    keys = list(value)
+    if _sortable_keys(keys):
+        return {key: _encodable(value[key], depth + 1, budget) for key in keys}
+    out: dict[str, Any] = {}
+    texts = sorted(((_key_text(key), type(key).__qualname__, key) for key in keys), key=_first2)
+    for text, type_name, key in texts:
+        name = f"{text}<{type_name}>" if text in out else text
+        out[name] = _encodable(value[key], depth + 1, budget)
+    return out
+
+
+def _first2(item: tuple[str, str, Any]) -> tuple[str, str]:
+    return item[0], item[1]
+
+
+def _sortable_keys(keys: list[Any]) -> bool:
+    """Whether the C encoder sorts and writes these dict keys without raising."""
+    if all(isinstance(key, str) for key in keys):
+        return True
+    numbers = all(
+        isinstance(key, float) or (isinstance(key, int) and -_INT_BOUND < key < _INT_BOUND)
+        for key in keys
+    )
+    return numbers or (len(keys) == 1 and keys[0] is None)
+
+
+def _key_text(key: Any) -> str:
+    """The text a dict key is written as: JSON's own for a scalar, else its canonical text."""
+    if isinstance(key, str):
+        return key
+    if key is None or key is True or key is False:
+        return "null" if key is None else ("true" if key else "false")
+    if isinstance(key, int | float) and (isinstance(key, float) or -_INT_BOUND < key < _INT_BOUND):
+        return _CANONICAL.encode({key: 0})[2:-4]  # as the encoder writes a key: '{"1":0}'
+    return canonical(key)
 
 
 def _fallback(value: Any) -> Any:

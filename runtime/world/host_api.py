@@ -22,7 +22,7 @@ from runtime.world.host import HOST_IDS_START, HostECS, HostSystem
 from runtime.world.host_data import check_components, field_names
 from runtime.world.inputs import AddEntity, Inbox
 from runtime.world.state import WorldState
-from runtime.world.values import is_json
+from runtime.world.values import NotJSON, json_value
 
 __all__ = ["STAGE_NAMES", "HostAPI", "stage_name"]
 
@@ -84,11 +84,15 @@ class HostAPI:
             host.register_type(type(comp))
             if self._journal is not None:
                 values = {name: getattr(comp, name) for name in field_names(type(comp))}
-                if not is_json(values):
+                try:
+                    json_value(values)
+                except NotJSON as exc:
+                    # The reason names the field and the value (shortened), never the whole
+                    # repr: the repr of a 5,000-digit int raises.
                     raise ConfigError(
-                        f"`{arg}[{index}]` must have JSON fields when the world records a"
-                        f" journal, got {comp!r}"
-                    )
+                        f"`{arg}[{index}]` ({type(comp).__name__}) must have JSON fields when"
+                        f" the world records a journal: {exc}"
+                    ) from None
         # Copies: the host keeps its objects, the world its own (no sharing across threads).
         return tuple(copy.deepcopy(c) for c in comps)
 

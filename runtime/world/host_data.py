@@ -86,7 +86,12 @@ def _plain(value: Any) -> Any:
     kind = type(value)
     if kind is int or kind is str or kind is float or kind is bool or value is None:
         return value
-    return json.loads(_PLAIN.encode(value))  # dataclasses, enums, tuples: as plain JSON
+    try:
+        return json.loads(_PLAIN.encode(value))  # dataclasses, enums, tuples: as plain JSON
+    except Exception:  # keys JSON cannot sort or write, a 5,000-digit int, a raising repr
+        # As it is: the digest's `canonical` writes what JSON cannot (it never raises), in
+        # the tick that asked, so a host component's field never fails the tick.
+        return value
 
 
 def _fallback(value: Any) -> Any:

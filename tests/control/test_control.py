@@ -384,3 +384,29 @@ def test_a_refusal_sent_before_the_client_speaks_is_read_not_lost(state):
             client.request("ping")
     thread.join(timeout=5)
     listener.close()
+
+
+def _returns_pairs(turn):
+    return {(1, 2): "pair"}
+
+
+def _returns_huge(turn):
+    return [10**5000]
+
+
+def test_an_agent_whose_result_json_refuses_is_listed_by_its_repr_or_type(state):
+    # A 5,000-digit int has no repr either (str()'s limit): the listing names its type.
+    world = World(seed=1)
+    world.spawn(_returns_pairs, agent_id="pairs")
+    world.spawn(_returns_huge, agent_id="huge")
+    server = ControlServer(world, state)
+    try:
+        server.start()
+        world.start()
+        wait_for(lambda: world.counts()[StatusKind.COMPLETE] == 2, what="both to finish")
+        with ControlClient(state, timeout=10) as client:
+            agents = {a["id"]: a["result"] for a in client.request("agents")["agents"]}
+    finally:
+        server.close()
+        world.close()
+    assert agents == {"pairs": "{(1, 2): 'pair'}", "huge": "<list>"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 
 import pytest
@@ -14,6 +15,7 @@ from runtime import (
     Entry,
     InteractionRequest,
     InteractionResponse,
+    Journal,
     ManualClock,
     PromptOpened,
     StatusKind,
@@ -23,6 +25,7 @@ from runtime import (
     ToolResult,
     World,
 )
+from runtime.journal import replay
 from runtime.world import digest
 from runtime.world.digest import canonical
 from tests import journal_behaviors as jb
@@ -146,11 +149,24 @@ def test_canonical_encoding_is_stable_for_nested_values():
 
 
 def _canonical_as_it_was(value):
-    # `canonical` before issue 20's encoder, built once, and chain_history's inlined pair.
+    # `canonical` as it was before the fallback learned every value (a frozen copy): what it
+    # wrote, every digest a journal holds was made of; where it raised, the tick failed.
     try:
         return digest._CANONICAL.encode(value)
     except (ValueError, RecursionError):
-        return digest._CANONICAL.encode(digest._encodable(value, 0))
+        return digest._CANONICAL.encode(_encodable_as_it_was(value, 0))
+
+
+def _encodable_as_it_was(value, depth):
+    if depth > 100:
+        return f"<{type(value).__qualname__}>"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if -(10**4300) < value < 10**4300 else f"<int {value:#x}>"
+    if isinstance(value, list | tuple):
+        return [_encodable_as_it_was(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {k: _encodable_as_it_was(v, depth + 1) for k, v in value.items()}
+    return value
 
 
 _scalars = (
@@ -162,30 +178,78 @@ _scalars = (
     | st.integers(4300, 4400).map(lambda digits: -(10**digits))  # past str()'s limit
     | st.sampled_from([StatusKind.WAITING, ToolResult("c", "out")])
 )
+_huge = st.integers(4300, 4400).map(lambda digits: 10**digits)
+# Keys JSON writes (strings, numbers, None, booleans) and keys it cannot sort or write
+# (mixed kinds, tuples, frozensets, a 5,000-digit int).
+_keys = (
+    st.text(max_size=5)
+    | st.integers(-3, 3)
+    | st.none()
+    | st.booleans()
+    | st.tuples(st.integers(0, 2), st.text(max_size=2))
+    | st.frozensets(st.integers(0, 3), max_size=2)
+    | _huge
+)
 _values = st.recursive(
     _scalars,
     lambda inner: (
         st.lists(inner, max_size=4)
         | st.tuples(inner, inner)
         | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+        | st.dictionaries(_keys, inner, max_size=4)
+        | st.frozensets(st.integers() | st.text(max_size=3) | _huge, max_size=3)
+        | st.builds(jb.Box, inner)  # a dataclass: a host component, a behaviour's result
     ),
     max_leaves=12,
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(value=_values)
-def test_canonical_text_is_what_the_json_encoder_wrote(value):
-    # Journals recorded before keep replaying only if every state encodes as it did (or
-    # fails as it did: an integer past 4,300 digits inside a dataclass raises in both).
-    assert _outcome(canonical, value) == _outcome(_canonical_as_it_was, value)
-
-
-def _outcome(encode, value):
+def test_canonical_text_is_what_it_was_and_never_raises(value):
+    # Journals recorded before keep replaying only if every state encodes as it did; a
+    # state it could not encode (the tick failed) now encodes, as JSON, the same every time.
     try:
-        return encode(value)
-    except ValueError as exc:
-        return type(exc)
+        before = _canonical_as_it_was(value)
+    except Exception:
+        before = None
+    text = canonical(value)
+    json.loads(text)  # JSON text, always (a journal stores changed fields as it)
+    if before is not None:
+        assert text == before
+    assert canonical(value) == text
+
+
+def test_canonical_writes_what_json_refuses_by_its_canonical_text():
+    assert canonical({(1, 2): 3}) == '{"[1,2]":3}'
+    assert canonical({1: "a", "b": 2}) == '{"1":"a","b":2}'  # mixed kinds JSON cannot sort
+    assert canonical({None: 1, "a": 2}) == '{"a":2,"null":1}'
+    # Two keys with one text stay two, told apart by type (sorted by text, then type).
+    assert canonical({"1": "s", 1: "i", (1, 2): 0}) == '{"1":"i","1<str>":"s","[1,2]":0}'
+    big = canonical(jb.Box(10**5000))
+    assert big.startswith('{"value":"<int 0x') and big.endswith('"}')
+    assert canonical({10**5000}).startswith('["<int 0x')
+
+
+def test_canonical_of_a_value_that_unfolds_without_end_is_its_type():
+    twice: list[object] = []
+    twice += [twice, twice]  # 2**100 lists as the fallback unfolds it to depth 100
+    assert canonical(twice) == '"<list: not encodable>"'
+    assert canonical({"k": twice}) == '"<dict: not encodable>"'
+
+
+def test_a_journaled_world_whose_agent_returns_what_json_refuses_ticks_and_replays(tmp_path):
+    path = tmp_path / "run.db"
+    world = World(seed=1, clock=ManualClock(), journal=Journal.create(path))
+    try:
+        agent = world.spawn(jb.returns_unjsonable)
+        world.run_until_idle()
+        assert world.status(agent).kind is StatusKind.COMPLETE
+        assert world.result(agent) == {(1, 2): "pair", 1: "one", "a": jb.Box(10**5000)}
+    finally:
+        world.close()
+    report = replay(path)
+    assert report.ticks >= 2
 
 
 def test_canonical_of_a_cycle_or_deep_nesting_is_the_fallbacks():
@@ -196,6 +260,7 @@ def test_canonical_of_a_cycle_or_deep_nesting_is_the_fallbacks():
         deep = [deep]
     for value in (cycle, deep, {"k": cycle}):
         assert canonical(value) == _canonical_as_it_was(value)
+        json.loads(canonical(value))
 
 
 @settings(max_examples=200, deadline=None)

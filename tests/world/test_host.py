@@ -468,3 +468,26 @@ def test_run_if_must_be_callable(make_world):
     world = make_world()
     with pytest.raises(ConfigError, match=r"`run_if` must be callable or None, got 3"):
         world.add_system(lambda ctx: None, run_if=3)  # type: ignore[arg-type]
+
+
+@dataclass(slots=True)
+class Ledger:
+    entries: dict
+
+
+def test_a_host_component_holding_what_json_refuses_is_in_the_digest(make_world, tmp_path):
+    # Keys JSON cannot sort or write, and an int past str()'s limit: the tick that folds
+    # the component into the digest and journals it must not fail on them.
+    def digest_with(value: dict) -> str:
+        world = make_world()
+        world.add_entity(Ledger(value))
+        world.tick()
+        return world.digest()
+
+    odd = {(1, 2): 10**5000, 3: "three", "x": None}
+    assert digest_with(odd) == digest_with(dict(odd))
+    assert digest_with(odd) != digest_with({**odd, (5, 6): 0})
+    # A journaled world refuses such a component at the call, naming the field.
+    journaled = make_world(journal=Journal.create(tmp_path / "run.db"))
+    with pytest.raises(ConfigError, match=r"Ledger.*value\['entries'\]: key \(1, 2\)"):
+        journaled.add_entity(Ledger(odd))
