@@ -15,6 +15,7 @@ from typing import Any
 
 from components import InteractionKind, InteractionRequest, InteractionResponse, StatusKind
 from runtime._version import __version__
+from runtime.lane.values import shown
 from runtime.world import World
 
 __all__ = ["OPS", "Refused", "error_reply"]
@@ -81,10 +82,7 @@ def _plain(value: Any) -> Any:
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
-        try:
-            return repr(value)[:200]
-        except Exception:  # a repr that cannot be written (a 5,000-digit int) or raises
-            return f"<{type(value).__qualname__}>"
+        return shown(value, 200)
     return value
 
 

@@ -34,6 +34,7 @@ from components.interaction import (
 from runtime.clock import Clock, MonotonicClock
 from runtime.errors import ConfigError, DuplicateRequestError
 from runtime.hub.deadlines import DeadlineHeap
+from runtime.lane.values import shown
 from runtime.wake import Wake
 
 __all__ = ["HubCore", "HubEvent", "HubListener", "HubStats"]
@@ -217,10 +218,18 @@ class HubCore:
                 open=len(self._open),
             )
 
-    def _open_entry(
+    def _open_entry(  # noqa: PLR0915 - hot: every opening, its common cases inlined
         self, agent_id: str, request: InteractionRequest, waiter: _Waiter | None
     ) -> PromptOpened:
-        """Add a request to the open set and report it; the one way in."""
+        """Add a request to the open set and report it; the one way in.
+
+        Raises:
+            TypeError: ``request`` is not an `InteractionRequest`.
+        """
+        if request.__class__ is not InteractionRequest and not isinstance(
+            request, InteractionRequest
+        ):
+            raise TypeError(f"`request` must be an InteractionRequest, got {shown(request, 80)}")
         with self._lock:
             # Everything that may raise comes before the first change of state.
             offset = self._offset

@@ -25,6 +25,7 @@ from runtime.cancel import CancelToken
 from runtime.errors import ConfigError, DuplicateRequestError
 from runtime.hub.core import HubCore, _Waiter
 from runtime.lane.parking import off_lane
+from runtime.lane.values import shown
 
 __all__ = ["InteractionHub"]
 
@@ -50,6 +51,7 @@ class InteractionHub(HubCore):
 
         Raises:
             DuplicateRequestError: a request with this id is already open.
+            TypeError: ``request`` is not an `InteractionRequest`.
         """
         opened = self._open_entry(agent_id, request, None)
         wake = self._wake
@@ -74,6 +76,7 @@ class InteractionHub(HubCore):
 
         Raises:
             DuplicateRequestError: a request with this id is already open.
+            TypeError: ``request`` is not an `InteractionRequest`.
             Cancelled: ``cancel`` fired before the prompt was opened.
         """
         if cancel is not None:
@@ -107,7 +110,14 @@ class InteractionHub(HubCore):
 
         Returns False, changing nothing, if that request is unknown or already settled.
         An answer wins whenever it takes the lock first, even at or past the deadline.
+
+        Raises:
+            TypeError: ``response`` is not an `InteractionResponse`.
         """
+        if response.__class__ is not InteractionResponse and not isinstance(
+            response, InteractionResponse
+        ):
+            raise TypeError(f"`response` must be an InteractionResponse, got {shown(response, 80)}")
         with self._lock:
             settled = self._settle(response.request_id, Settlement.ANSWERED, response)
         if settled is None:

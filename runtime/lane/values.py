@@ -81,7 +81,7 @@ def _walk(value: Any, depth: int) -> Any:
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise _Bad(f"key {_short(key)} is not a string")
+                raise _Bad(f"key {shown(key)} is not a string")
             try:
                 out[str.__str__(key)] = _walk(item, depth + 1)
             except _Bad as bad:
@@ -91,11 +91,13 @@ def _walk(value: Any, depth: int) -> Any:
     raise _Bad(f"a {type(value).__name__} is not a JSON value")
 
 
-def _short(value: Any) -> str:
+def shown(value: Any, width: int = 40) -> str:
+    """``value``'s repr for an error message, cut to ``width`` characters; never raises (an
+    int past str()'s 4,300-digit limit, or anything whose repr fails, by its type)."""
     if isinstance(value, int) and not -_INT_BOUND < value < _INT_BOUND:
         return f"<int of {value.bit_length()} bits>"  # its repr would raise
     try:
         text = repr(value)
     except Exception:  # a key's own __repr__ may fail; the type still says enough
         return f"<{type(value).__name__}>"
-    return text if len(text) <= 40 else text[:37] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -11,6 +11,7 @@ see the state between two ticks, never half a tick.
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
@@ -19,6 +20,7 @@ from typing import Any
 from components import Entry, Status, StatusKind
 from runtime.clock import Clock
 from runtime.errors import ConfigError, UnknownAgentError
+from runtime.lane.values import shown
 from runtime.models.streaming import StreamHub
 from runtime.wake import Wake
 from runtime.world.actions import Behavior
@@ -200,16 +202,25 @@ class AgentAPI:
         any host code (hub, commands); what it causes lands at the next tick. An ``fn``
         that raises is logged. Timers are host code: a replay does not run them (their
         effects are in the journal).
+
+        Raises:
+            ConfigError: ``when`` is not a finite number, or ``fn`` is not callable.
         """
-        if not math.isfinite(when):
-            raise ConfigError(f"`when` must be a finite time, got {when}")
+        if not _is_finite(when):
+            raise ConfigError(f"`when` must be a finite time, got {shown(when)}")
+        if not callable(fn):
+            raise ConfigError(f"`fn` must be callable, got {shown(fn)}")
         self._timers.add(when, fn)
         self.wake.notify()
 
     def call_later(self, delay: float, fn: Callable[[], object]) -> None:
-        """Run ``fn()`` on the tick thread ``delay`` seconds of world time from now."""
-        if not delay >= 0:
-            raise ConfigError(f"`delay` must be >= 0, got {delay}")
+        """Run ``fn()`` on the tick thread ``delay`` seconds of world time from now.
+
+        Raises:
+            ConfigError: ``delay`` is not a finite number >= 0, or ``fn`` is not callable.
+        """
+        if not _is_finite(delay) or not delay >= 0:
+            raise ConfigError(f"`delay` must be a finite number >= 0, got {shown(delay)}")
         self.call_at(self.clock.now() + delay, fn)
 
     def post(self, item: object) -> int:
@@ -321,3 +332,13 @@ def _check_agent_id(agent_id: object) -> None:
         raise ConfigError(
             f"`agent_id` must not end in '.<number>' (kept for child agents), got {agent_id!r}"
         )
+
+
+def _is_finite(value: object) -> bool:
+    """Whether ``value`` is a finite real number and not a bool (numpy's numbers count)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False

@@ -17,6 +17,7 @@ from typing import Any
 import esper
 
 from runtime.errors import ConfigError
+from runtime.lane.values import shown
 from runtime.world.context import SystemContext
 from runtime.world.host import HOST_IDS_START, HostECS, HostSystem
 from runtime.world.host_data import check_components, field_names
@@ -194,6 +195,9 @@ class HostAPI:
         ``(entity, (components...))`` copies: the world as it was after the last tick."""
         if not types:
             raise ConfigError("`types` must name at least one component type")
+        for cls in types:
+            if not isinstance(cls, type):
+                raise ConfigError(f"`types` must be classes, got {shown(cls)}")
         with self._lock:
             return self._host.query_copies(types)
 

@@ -24,8 +24,9 @@ import time
 from collections.abc import Callable
 
 from runtime.clock import Clock, ManualClock
-from runtime.errors import TickLimitError
+from runtime.errors import ConfigError, TickLimitError
 from runtime.hub import InteractionHub
+from runtime.lane.values import shown
 from runtime.wake import Wake
 from runtime.world.lockstep import Lockstep
 from runtime.world.report import TickReport
@@ -96,7 +97,15 @@ class RunLoop:
         Raises:
             TickLimitError: ``max_ticks`` ticks ran, or ``timeout`` seconds of real time
                 passed waiting for lane work, and work was still left.
+            ConfigError: ``max_ticks`` is not an integer >= 1, or ``timeout`` is not a
+                number >= 0 (or None).
         """
+        if isinstance(max_ticks, bool) or not isinstance(max_ticks, int) or max_ticks < 1:
+            raise ConfigError(f"`max_ticks` must be an integer >= 1, got {shown(max_ticks)}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
+        ):
+            raise ConfigError(f"`timeout` must be a number >= 0 or None, got {shown(timeout)}")
         started = time.monotonic()
         ticks = 0
         lockstep = self._lockstep

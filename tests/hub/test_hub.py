@@ -108,6 +108,20 @@ def test_a_prompt_is_answered_through_the_hub():
     assert hub.stats() == HubStats(opened=1, answered=1, cancelled=0, expired=0, open=0)
 
 
+def test_a_request_or_response_of_the_wrong_type_is_refused_naming_it():
+    recorder = Recorder()
+    hub = InteractionHub(clock=ManualClock(), listener=recorder)
+    with pytest.raises(TypeError, match="`request` must be an InteractionRequest, got 'q1'"):
+        hub.open("alice", "q1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="`request` must be an InteractionRequest, got <int of"):
+        hub.ask("alice", 10**5000)  # type: ignore[arg-type]
+    hub.open("alice", text("q1"))
+    with pytest.raises(TypeError, match="`response` must be an InteractionResponse, got 'q1'"):
+        hub.answer("q1")  # type: ignore[arg-type]
+    assert hub.stats() == HubStats(opened=1, answered=0, cancelled=0, expired=0, open=1)
+    assert [type(e) for e in recorder.events] == [PromptOpened]
+
+
 def test_opening_answering_cancelling_and_expiring_each_nudge_the_wake():
     clock = ManualClock()
     hub = InteractionHub(clock=clock, timeout_secs=10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -682,6 +683,29 @@ def test_call_later_refuses_a_negative_delay(make_world):
     world = make_world()
     with pytest.raises(ConfigError, match="-1"):
         world.call_later(-1, lambda: None)
+
+
+def test_timers_and_run_limits_refuse_bad_values_at_the_call_naming_them(make_world):
+    world = make_world()
+    bad_times = [("1", "'1'"), (True, "True"), (10**400, "1000"), (10**5000, "int of 16610 bits")]
+    for when, named in bad_times:
+        with pytest.raises(ConfigError, match=f"`when` must be a finite time, got .*{named}"):
+            world.call_at(when, lambda: None)
+    with pytest.raises(ConfigError, match="`delay` must be a finite number >= 0, got 'x'"):
+        world.call_later("x", lambda: None)
+    with pytest.raises(ConfigError, match="`fn` must be callable, got 5"):
+        world.call_at(1.0, 5)  # it would have raised in the tick, logged, long after the call
+    for max_ticks in (0, -1, 2.5, True):
+        with pytest.raises(
+            ConfigError, match=f"`max_ticks` must be an integer >= 1, got {max_ticks}"
+        ):
+            world.run_until_idle(max_ticks=max_ticks)
+    for timeout in (math.nan, -1, "5"):
+        with pytest.raises(ConfigError, match="`timeout` must be a number >= 0 or None"):
+            world.run_until_idle(timeout=timeout)
+    with pytest.raises(ConfigError, match="`types` must be classes, got 5"):
+        world.query(5)
+    assert world.run_until_idle() == 1  # nothing was scheduled by the refused calls
 
 
 def test_an_observer_sees_every_tick_and_its_inputs_and_survives_its_own_errors(make_world):
