@@ -27,6 +27,7 @@ from runtime.errors import ConfigError, WorldClosedError
 from runtime.hub import InteractionHub
 from runtime.lane.backend import BackendInfo, ToolBackend, describe_tool_backend, take_tool_executor
 from runtime.lane.tool_lane import ToolLane
+from runtime.lane.values import shown
 from runtime.models.base import Model
 from runtime.models.streaming import StreamHub
 from runtime.models.usage import UsageMeter
@@ -95,7 +96,7 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         ConfigError: a setting is out of range (the message names it and its value).
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0915 - the constructor wires every part, in order
         self,
         *,
         seed: int = 0,
@@ -121,6 +122,7 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
             lockstep,
             keep_finished,
         )
+        _check_parts(clock=clock, tools=tools, models=models, journal=journal, behaviors=behaviors)
         self.seed = seed
         self.clock: Clock = clock if clock is not None else MonotonicClock()
         if lockstep is None:
@@ -392,6 +394,38 @@ def _check_settings(
         )
     if lockstep is not None and not isinstance(lockstep, bool):
         raise ConfigError(f"`lockstep` must be True, False or None, got {lockstep!r}")
+
+
+def _check_parts(
+    *, clock: object, tools: object, models: object, journal: object, behaviors: object
+) -> None:
+    """Refuse a part of the wrong kind at the call, naming it (each raised an
+    AttributeError from deep inside the constructor: ``journal="run.db"``, say)."""
+    if clock is not None and not isinstance(clock, Clock):
+        raise ConfigError(
+            f"`clock` must be a Clock (MonotonicClock, ManualClock), got {shown(clock)}"
+        )
+    if tools is not None and not isinstance(tools, ToolRegistry):
+        raise ConfigError(f"`tools` must be a ToolRegistry, got {shown(tools)}")
+    if models is not None:
+        if not isinstance(models, Mapping):
+            raise ConfigError(f"`models` must map model names to models, got {shown(models)}")
+        for name, model in models.items():
+            if not isinstance(name, str) or not callable(getattr(model, "complete", None)):
+                raise ConfigError(
+                    f"`models[{shown(name)}]` must be a model (with a `complete` method),"
+                    f" got {shown(model)}"
+                )
+    if journal is not None and not all(
+        callable(getattr(journal, method, None)) for method in ("begin", "record_tick", "close")
+    ):
+        raise ConfigError(
+            f"`journal` must be a Journal (`Journal.create(path)`), got {shown(journal)}"
+        )
+    if behaviors is not None and not isinstance(behaviors, Mapping):
+        raise ConfigError(
+            f"`behaviors` must map behaviour names to functions, got {shown(behaviors)}"
+        )
 
 
 def _check_keep_finished(keep_finished: int | None) -> None:

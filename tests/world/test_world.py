@@ -556,6 +556,20 @@ def test_bad_commands_fail_at_the_call_naming_the_value(make_world):
         world.spawn(sleeper, agent_id="w1")
     with pytest.raises(ConfigError, match="`tool_capacity` must be >= 1, got 0"):
         World(tool_capacity=0)
+    # Parts of the wrong kind, named at the call (each was an AttributeError from inside).
+    for part, message in [
+        (
+            {"journal": "run.db"},
+            r"`journal` must be a Journal \(`Journal.create\(path\)`\), got 'run.db'",
+        ),
+        ({"clock": 5}, "`clock` must be a Clock"),
+        ({"tools": {}}, "`tools` must be a ToolRegistry, got {}"),
+        ({"models": ["m"]}, r"`models` must map model names to models, got \['m'\]"),
+        ({"models": {"m": "gpt"}}, r"`models\['m'\]` must be a model .*, got 'gpt'"),
+        ({"behaviors": 5}, "`behaviors` must map behaviour names to functions, got 5"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            World(**part)
     world.close()
     with pytest.raises(WorldClosedError):
         world.spawn(sleeper)
