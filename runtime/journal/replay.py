@@ -23,6 +23,7 @@ from runtime.clock import Clock, ManualClock
 from runtime.errors import BehaviorNotFound, ConfigError, JournalError, ReplayDivergence
 from runtime.journal.store import FORMAT_VERSION, JournalReader, RecordedTick
 from runtime.lane.backend import ToolBackend
+from runtime.lane.values import shown
 from runtime.models import Model, ModelRequest
 from runtime.scenario.host import install_host
 from runtime.scenario.load import register_scenario_behaviors
@@ -129,7 +130,12 @@ def replay(
             neither registered by ``setup`` nor importable.
         BehaviorNotFound: the journal names a behaviour that cannot be found.
         ReplayDivergence: a tick's state differs from the recording (names tick and agents).
+        ConfigError: ``until_tick`` is not an integer >= 0 (or None).
     """
+    if until_tick is not None and (
+        isinstance(until_tick, bool) or not isinstance(until_tick, int) or until_tick < 0
+    ):
+        raise ConfigError(f"`until_tick` must be an integer >= 0 or None, got {shown(until_tick)}")
     started = time.monotonic()
     with JournalReader(path) as reader:
         header = reader.header

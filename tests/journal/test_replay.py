@@ -20,6 +20,7 @@ from runtime import (
     Ask,
     BehaviorNotFound,
     CallTools,
+    ConfigError,
     InteractionRequest,
     InteractionResponse,
     Journal,
@@ -346,6 +347,12 @@ def test_replay_until_a_tick_stops_there(tmp_path):
     path = tmp_path / "run.db"
     _valid_journal(path)
     assert replay(path, until_tick=2).ticks == 2
+    assert replay(path, until_tick=0).ticks == 0
+    for bad in (-1, "3", 2.0, True):
+        with pytest.raises(
+            ConfigError, match=f"`until_tick` must be an integer >= 0 or None, got {bad!r}"
+        ):
+            replay(path, until_tick=bad)
 
 
 def test_a_journal_records_the_header_and_every_input(tmp_path):
