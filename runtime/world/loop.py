@@ -59,6 +59,7 @@ class RunLoop:
     _stop: threading.Event
     _run_error: BaseException | None
     _closed: bool
+    _close_after_tick: float | None  # `close()`'s timeout, asked for during a tick
 
     # Provided by `World`; declared so that the loop type-checks on its own.
     @property
@@ -73,6 +74,9 @@ class RunLoop:
         raise NotImplementedError
 
     def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def _close_now(self, timeout: float) -> None:
         raise NotImplementedError
 
     def _can_move(self) -> bool:
@@ -120,11 +124,16 @@ class RunLoop:
                     )
             report = self.tick()
             ticks += 1
+            if self._closed:
+                return ticks  # closed by host code during the tick
             if report.changed or self._can_move():
                 continue
             if skip_time and self._unwatched():
                 ran, moving = self._skip_ahead(max_ticks - ticks)
                 ticks += ran
+                if self._close_after_tick is not None:
+                    self._close_now(self._close_after_tick)  # asked during a skipped tick
+                    return ticks
                 if moving or self._can_move():
                     continue
             wait = self._idle_wait(skip_time=skip_time, stop_on_prompts=True)
@@ -233,6 +242,8 @@ class RunLoop:
             return
         self._stop.set()
         self.wake.notify()
+        if runner is threading.current_thread():
+            return  # asked from the loop's own thread (an observer): it ends after this tick
         runner.join(timeout)
         if runner.is_alive():
             raise TimeoutError(f"the tick loop did not stop within {timeout}s")

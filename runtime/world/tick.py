@@ -91,6 +91,9 @@ class TickMachine:
     _live: bool
     _name: str
     _closed: bool
+    # `close()`'s timeout when it was called during a tick: the tick closes the world once
+    # it is over (None: not asked).
+    _close_after_tick: float | None = None
     _pipeline: list[Any]  # the built-in systems, in pipeline order
     _stages: list[str]  # their stage names
     # `_lean_tick`'s systems: () until the first tick looks, None if the pipeline is not
@@ -107,6 +110,9 @@ class TickMachine:
     _keep_dirty = False
 
     def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def _close_now(self, timeout: float) -> None:
         raise NotImplementedError
 
     def tick(self) -> TickReport:
@@ -142,8 +148,12 @@ class TickMachine:
                     return report
             return self._tick(inputs, now)
         finally:
-            if deferring:
-                sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
+            try:
+                if self._close_after_tick is not None:  # `close()` asked for during the tick
+                    self._close_now(self._close_after_tick)
+            finally:
+                if deferring:
+                    sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
 
     def _hub_event(self, event: object) -> None:
         # Lockstep's hub listener: a prompt event a lane job caused waits in its slot.

@@ -287,9 +287,20 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         ``timeout`` bounds the whole close: the loop's stop and the wait for every lane's
         running jobs share it (work that ignores its token is left running, logged).
         Idempotent. Agents keep their last status.
+
+        Called on the tick thread during a tick (from an observer, a host timer, system or
+        action handler), it closes the world as soon as that tick is over: the tick
+        finishes for every agent (and is journaled) first, and ``closed`` reads True from
+        then on. ``run``, ``run_until_idle`` and ``start``'s loop then end.
         """
         if self._closed:
             return
+        if self._lock._is_owned():  # type: ignore[attr-defined]  # (C RLock's own check)
+            self._close_after_tick = timeout  # `TickMachine.tick` closes once it is over
+            return
+        self._close_now(timeout)
+
+    def _close_now(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
 
         def left() -> float:

@@ -780,3 +780,61 @@ def test_a_journaled_world_refuses_a_message_it_could_not_record(tmp_path):
         with pytest.raises(ConfigError, match="JSON value"):
             world.send(agent, object())
         world.send(agent, {"fine": [1, 2.5, None]})
+
+
+def _napper(turn):
+    for _ in range(50):
+        yield Sleep(0.001)
+    return "rested"
+
+
+def test_close_from_an_observer_closes_the_world_once_that_tick_is_over(tmp_path, caplog):
+    # An observer runs on the tick thread, inside the tick: closing there used to raise
+    # "cannot join current thread" (logged) and tear the esper world down under the tick.
+    from runtime import Journal
+
+    world = World(journal=Journal.create(tmp_path / "run.db"))
+    closing = threading.Event()
+    during: list[tuple[int, bool]] = []
+
+    def close_at_tick_three(report, inputs):
+        if report.tick == 3:
+            world.close(timeout=5)
+            during.append((report.tick, world.closed))  # not yet: the tick is not over
+            closing.set()
+
+    world.observe(close_at_tick_three)
+    world.spawn(_napper)
+    world.start()
+    assert closing.wait(10), "the observer never ran at tick 3"
+    wait_for(lambda: world.closed, what="the close after the tick")
+    world.stop(timeout=5)  # the loop has ended (else TimeoutError)
+    assert during == [(3, False)]
+    assert world.tick_count == 3  # no tick after the one that asked
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    from runtime.journal import JournalReader
+
+    with JournalReader(tmp_path / "run.db") as reader:
+        assert reader.tick_count() == 3  # the tick that asked was whole, journaled
+
+
+def test_stop_from_an_observer_ends_the_loop_after_that_tick(caplog):
+    world = World()
+    stopped = threading.Event()
+
+    def stop_when_done(report, inputs):
+        if world.counts().get(StatusKind.COMPLETE) == 1 and not stopped.is_set():
+            world.stop()
+            stopped.set()
+
+    world.observe(stop_when_done)
+    try:
+        world.spawn(_napper)
+        world.start()
+        assert stopped.wait(10), "the agent never completed"
+        world.stop(timeout=5)  # joins the loop, which ended on its own
+        ticks = world.tick_count
+        assert world.tick_count == ticks and not world.closed
+        assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    finally:
+        world.close()
