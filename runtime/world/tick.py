@@ -128,10 +128,18 @@ class TickMachine:
 
         Raises:
             WorldClosedError: the world is closed.
+            RuntimeError: called during a tick, on its thread (from an observer, a host
+                timer, system or action handler): a tick inside a tick would run on the
+                outer one's half-made state. Ask for work with commands instead.
             KeyboardInterrupt: Ctrl-C was pressed during the tick (main thread only).
         """
         if self._closed:
             self._check_open()  # raises
+        if self._lock._is_owned():  # type: ignore[attr-defined]  # (C RLock's own check)
+            raise RuntimeError(
+                f"{self._name}: tick() called during a tick (from an observer, a host timer,"
+                " system or action handler); a tick cannot run inside another"
+            )
         lockstep = self._lockstep
         if lockstep is None:
             now = None

@@ -838,3 +838,29 @@ def test_stop_from_an_observer_ends_the_loop_after_that_tick(caplog):
         assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
     finally:
         world.close()
+
+
+def test_a_tick_inside_a_tick_is_refused_and_the_outer_tick_goes_on(make_world):
+    # From an observer or a host timer, tick()/run_until_idle() ran whole ticks inside the
+    # outer one (a timer's ran before the outer tick's pipeline, on its half-made state).
+    world = make_world()
+    refused: list[str] = []
+
+    def tick_again(report, inputs):
+        if report.tick == 2 and not refused:
+            with pytest.raises(RuntimeError, match="tick\\(\\) called during a tick") as info:
+                world.tick()
+            refused.append(str(info.value))
+
+    def run_again():
+        with pytest.raises(RuntimeError, match="during a tick"):
+            world.run_until_idle()
+        refused.append("timer")
+
+    world.observe(tick_again)
+    world.call_at(1.0, run_again)
+    agent = world.spawn(sleeper)
+    ticks = world.run_until_idle()
+    assert len(refused) == 2 and refused[1] == "timer"
+    assert world.status(agent).kind is StatusKind.COMPLETE
+    assert ticks == world.tick_count  # every tick was the loop's own
