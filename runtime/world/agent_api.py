@@ -177,21 +177,27 @@ class AgentAPI:
         """Release a finished agent now: its entity, record, history and id.
 
         Afterwards the id is unknown (``status`` raises `UnknownAgentError`). The release is
-        also an input, so a replay of the journal releases it at the same point.
+        also an input, so a replay of the journal releases it at the same point. Called on
+        the tick thread during a tick (a host timer, system, action handler or observer),
+        the agent is released at the start of the next tick instead, where a replay
+        releases it: a release in the middle of a tick would change that tick's digest in
+        the live run only.
 
         Raises:
             UnknownAgentError: no agent has that id (or it was released already).
             ConfigError: the agent has not finished (cancel it first).
         """
         self._check_open()
+        during_tick = self._lock._is_owned()  # type: ignore[attr-defined]  # (C RLock's)
         with self._lock, ESPER_LOCK, self._in_esper():
             rec = self._state.records.get(self._checked(agent_id))
             if rec is None or not rec.status.kind.is_terminal:
                 state = "has not started" if rec is None else f"is {rec.status.kind.value}"
                 raise ConfigError(f"agent {agent_id!r} {state}: only a finished one is forgotten")
-            self._release(rec)
-            # Applied at the start of the next tick: a no-op here (the record is gone), the
-            # same release in a replay, before any digest is compared.
+            if not during_tick:
+                self._release(rec)
+            # Applied at the start of the next tick: a no-op when released here (the record
+            # is gone), else the release, as in a replay, before any digest is compared.
             self._inbox.put(ForgetAgent(agent_id))
 
     def call_at(self, when: float, fn: Callable[[], object]) -> None:

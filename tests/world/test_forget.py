@@ -101,6 +101,32 @@ def test_forget_releases_a_finished_agent_now_and_refuses_a_live_one(tmp_path):
     assert replay(path).agents == 1
 
 
+def test_forget_during_a_tick_releases_at_the_next_tick_as_the_replay_does(tmp_path):
+    # From a host timer (or system, or action handler) the release happened in the middle
+    # of the tick, so the live tick's digest left the agent out and the replay's, which
+    # releases it at the next tick's start, kept it: the replay diverged.
+    path = tmp_path / "run.db"
+    world = World(clock=ManualClock(), journal=Journal.create(path))
+    seen: list[bool] = []
+
+    def forget_done() -> None:
+        world.forget(done)
+        seen.append(done in world.agents())  # still there: released at the next tick
+
+    try:
+        done = world.spawn("tests.world.test_forget:short", 0)
+        world.spawn("tests.world.test_forget:short", 5)
+        world.call_at(1.0, forget_done)
+        world.run_until_idle(max_ticks=50)
+        assert seen == [True]
+        assert done not in list(world.agents())
+        with pytest.raises(UnknownAgentError):
+            world.status(done)
+    finally:
+        world.close()
+    assert replay(path).agents == 1
+
+
 def test_a_finished_agent_keeps_no_generator_rng_handle_or_token(make_world):
     frames = []
 
