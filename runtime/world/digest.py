@@ -103,8 +103,9 @@ def _encodable(value: Any, depth: int, budget: list[int]) -> Any:
 def _encodable_dict(value: dict[Any, Any], depth: int, budget: list[int]) -> dict[str, Any]:
     """A dict as `_encodable` wants it: its own keys when the encoder can sort and write
     them (all strings, or all numbers, or a single scalar), else each key's JSON text
-    (``"1"``, ``"null"``, ``"[1,2]"`` for a tuple), sorted; two keys with one text are
-    told apart by their types' names (``"1"`` and ``1`` give ``"1"`` and ``"1<int>"``)."""
+    (``"1"``, ``"null"``, ``"[1,2]"`` for a tuple), sorted by text, then type name; of keys
+    with one text the first keeps it and the others add their type's name (``1`` and
+    ``"1"`` give ``"1"`` and ``"1<str>"``)."""
     keys = list(value)
     if _sortable_keys(keys):
         return {key: _encodable(value[key], depth + 1, budget) for key in keys}
