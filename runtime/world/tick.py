@@ -22,6 +22,7 @@ import esper
 
 from components import PromptSettled
 from runtime.clock import Clock
+from runtime.errors import JournalError
 from runtime.lane.jobs import ToolOutcome
 from runtime.world import sigint
 from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
@@ -94,6 +95,8 @@ class TickMachine:
     # `close()`'s timeout when it was called during a tick: the tick closes the world once
     # it is over (None: not asked).
     _close_after_tick: float | None = None
+    # The tick the journal failed to record and why: no later tick may run (see `_record`).
+    _journal_failed: tuple[int, Exception] | None = None
     _pipeline: list[Any]  # the built-in systems, in pipeline order
     _stages: list[str]  # their stage names
     # `_lean_tick`'s systems: () until the first tick looks, None if the pipeline is not
@@ -128,6 +131,8 @@ class TickMachine:
 
         Raises:
             WorldClosedError: the world is closed.
+            JournalError: the journal failed to record this tick or an earlier one (the
+                world then refuses every later tick: see ``resume``).
             RuntimeError: called during a tick, on its thread (from an observer, a host
                 timer, system or action handler): a tick inside a tick would run on the
                 outer one's half-made state. Ask for work with commands instead.
@@ -135,6 +140,12 @@ class TickMachine:
         """
         if self._closed:
             self._check_open()  # raises
+        if self._journal_failed is not None:
+            tick, exc = self._journal_failed
+            raise JournalError(
+                f"{self._name} cannot tick on: its journal failed to record tick {tick} ({exc});"
+                " the journal ends at the tick before, where `resume` carries on"
+            ) from exc
         if self._lock._is_owned():  # type: ignore[attr-defined]  # (C RLock's own check)
             raise RuntimeError(
                 f"{self._name}: tick() called during a tick (from an observer, a host timer,"
@@ -445,7 +456,14 @@ class TickMachine:
         digest = hexdigest(self._digest_total)
         if self._journal is not None:
             assert changed is not None
-            self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
+            try:
+                self._journal.record_tick(state.tick, state.now, inputs, digest, changed)
+            except Exception as exc:
+                # The journal ends at the tick before: a tick recorded after this one would
+                # leave a gap no replay or resume gets past. From now on the world refuses
+                # to tick (`tick`), as if it had crashed here; `resume` carries on.
+                self._journal_failed = (state.tick, exc)
+                raise
         return digest
 
     def _record_nothing(self) -> str | None:

@@ -628,3 +628,41 @@ def test_a_backend_handed_to_resume_is_closed_with_its_world_or_when_the_resume_
     assert resumed.backend_info().kind == "executor" and taken.closed == 0
     resumed.close()
     assert taken.closed == 1
+
+
+def _three_sleeps(turn):
+    for _ in range(3):
+        yield Sleep(1)
+    return "rested"
+
+
+def test_a_tick_the_journal_cannot_record_stops_the_world_and_resume_carries_on(tmp_path):
+    # A write that fails (disk full, I/O error; here SQLite's query_only) used to raise for
+    # that tick only: the next ticks were recorded after a gap no replay gets past.
+    path = tmp_path / "run.db"
+    journal = Journal.create(path)
+    world = World(seed=4, clock=ManualClock(), journal=journal)
+    try:
+        agent = world.spawn(_three_sleeps)
+        world.tick()
+        journal._conn.execute("PRAGMA query_only = ON")  # every later write fails
+        with pytest.raises(JournalError, match="readonly"):
+            world.tick()
+        with pytest.raises(
+            JournalError, match="cannot tick on: its journal failed to record tick 2"
+        ):
+            world.tick()
+        with pytest.raises(JournalError, match="tick 2"):
+            world.run_until_idle()
+    finally:
+        world.close()
+    with JournalReader(path) as reader:
+        assert reader.tick_count() == 1  # whole up to the tick before, no gap
+    resumed = resume(path, behaviors={"tests.journal.test_resume:_three_sleeps": _three_sleeps})
+    try:
+        resumed.run_until_idle()
+        assert resumed.status(agent).kind is StatusKind.COMPLETE
+        assert resumed.result(agent) == "rested"
+    finally:
+        resumed.close()
+    assert replay(path).ticks > 1
