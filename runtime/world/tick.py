@@ -92,6 +92,7 @@ class TickMachine:
     _live: bool
     _name: str
     _closed: bool
+    _runner: threading.Thread | None
     # `close()`'s timeout when it was called during a tick: the tick closes the world once
     # it is over (None: not asked).
     _close_after_tick: float | None = None
@@ -135,7 +136,8 @@ class TickMachine:
                 world then refuses every later tick: see ``resume``).
             RuntimeError: called during a tick, on its thread (from an observer, a host
                 timer, system or action handler): a tick inside a tick would run on the
-                outer one's half-made state. Ask for work with commands instead.
+                outer one's half-made state. Ask for work with commands instead. Or called
+                from another thread while ``start()``'s loop runs.
             KeyboardInterrupt: Ctrl-C was pressed during the tick (main thread only).
         """
         if self._closed:
@@ -151,6 +153,13 @@ class TickMachine:
                 f"{self._name}: tick() called during a tick (from an observer, a host timer,"
                 " system or action handler); a tick cannot run inside another"
             )
+        ident = _get_ident()
+        runner = self._runner
+        if runner is not None and runner.ident != ident and runner.is_alive():
+            raise RuntimeError(
+                f"{self._name} is running on its own thread (start()): call stop() before"
+                " ticking it from another"
+            )
         lockstep = self._lockstep
         if lockstep is None:
             now = None
@@ -158,7 +167,7 @@ class TickMachine:
             lockstep.settle()
             now = self.clock.now()
             lockstep.release(now)
-        deferring = _get_ident() == _MAIN_THREAD and sigint.enter()
+        deferring = ident == _MAIN_THREAD and sigint.enter()
         try:
             inputs = self._inbox.drain()
             if lockstep is None and len(inputs) == 1 and self._settling:

@@ -864,3 +864,17 @@ def test_a_tick_inside_a_tick_is_refused_and_the_outer_tick_goes_on(make_world):
     assert len(refused) == 2 and refused[1] == "timer"
     assert world.status(agent).kind is StatusKind.COMPLETE
     assert ticks == world.tick_count  # every tick was the loop's own
+
+
+def test_ticking_a_started_world_from_another_thread_is_refused(make_world):
+    # Two threads ticking one world interleave their ticks by the lock's luck.
+    world = make_world(clock=MonotonicClock())
+    world.spawn(sleeper)
+    world.start()
+    try:
+        for call in (world.tick, world.run_until_idle):
+            with pytest.raises(RuntimeError, match="running on its own thread"):
+                call()
+    finally:
+        world.stop()
+    world.tick()  # stopped: the host may tick it again
