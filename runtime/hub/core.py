@@ -348,6 +348,8 @@ class HubCore:
         opened = open_.get(request_id)
         if opened is None:
             return None
+        if response is not None and response.choice is not None:
+            _check_choice(opened.request, response.choice)
         offset = self._offset
         # The clock may raise: read it before the first change of state.
         at = monotonic() + offset if offset is not None else self._now()
@@ -443,6 +445,22 @@ class HubCore:
         wake = self._wake
         if wake is not None:
             wake.notify()
+
+
+def _check_choice(request: InteractionRequest, choice: object) -> None:
+    """Refuse an answer's ``choice`` that names no choice of ``request`` (a behaviour would
+    index its choices with it); before any change of state.
+
+    Raises:
+        ConfigError: ``request`` is a choice and ``choice`` is not one of its indices.
+    """
+    if request.kind is InteractionKind.CHOICE and not (
+        type(choice) is int and 0 <= choice < len(request.choices)
+    ):
+        raise ConfigError(
+            f"prompt {request.id!r} offers choices 0..{len(request.choices) - 1},"
+            f" got choice {shown(choice)}"
+        )
 
 
 def _checked_timeout(secs: float) -> float:

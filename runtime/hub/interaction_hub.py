@@ -113,6 +113,8 @@ class InteractionHub(HubCore):
 
         Raises:
             TypeError: ``response`` is not an `InteractionResponse`.
+            ConfigError: the request is a choice and ``response.choice`` is not one of its
+                indices (nothing changes: the request stays open).
         """
         if response.__class__ is not InteractionResponse and not isinstance(
             response, InteractionResponse

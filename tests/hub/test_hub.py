@@ -25,7 +25,7 @@ from components.interaction import (
     response_approved,
 )
 from runtime.clock import ManualClock, MonotonicClock
-from runtime.errors import DuplicateRequestError
+from runtime.errors import ConfigError, DuplicateRequestError
 from runtime.hub import HubEvent, HubStats, InteractionHub
 from runtime.lane import parking
 from runtime.wake import Wake
@@ -120,6 +120,17 @@ def test_a_request_or_response_of_the_wrong_type_is_refused_naming_it():
         hub.answer("q1")  # type: ignore[arg-type]
     assert hub.stats() == HubStats(opened=1, answered=0, cancelled=0, expired=0, open=1)
     assert [type(e) for e in recorder.events] == [PromptOpened]
+
+
+def test_a_choice_that_names_no_choice_of_its_prompt_is_refused_and_changes_nothing():
+    recorder = Recorder()
+    hub = InteractionHub(clock=ManualClock(), listener=recorder)
+    hub.open("alice", InteractionRequest.choice("c1", "colour?", ["red", "blue"]))
+    for bad in (2, -1, True):
+        with pytest.raises(ConfigError, match=f"'c1' offers choices 0..1, got choice {bad}"):
+            hub.answer(InteractionResponse("c1", choice=bad))
+    assert hub.stats().open == 1 and [type(e) for e in recorder.events] == [PromptOpened]
+    assert hub.answer(InteractionResponse.choose("c1", 1, "blue")) is True
 
 
 def test_opening_answering_cancelling_and_expiring_each_nudge_the_wake():
