@@ -225,11 +225,17 @@ class HubCore:
 
         Raises:
             TypeError: ``request`` is not an `InteractionRequest`.
+            ConfigError: its ``kind`` is not an `InteractionKind`, or a choice without a
+                non-empty tuple of string choices.
         """
         if request.__class__ is not InteractionRequest and not isinstance(
             request, InteractionRequest
         ):
             raise TypeError(f"`request` must be an InteractionRequest, got {shown(request, 80)}")
+        if request.kind.__class__ is not InteractionKind or (
+            request.kind is InteractionKind.CHOICE and not _offers_choices(request.choices)
+        ):
+            _refuse_malformed(request)
         with self._lock:
             # Everything that may raise comes before the first change of state.
             offset = self._offset
@@ -445,6 +451,25 @@ class HubCore:
         wake = self._wake
         if wake is not None:
             wake.notify()
+
+
+def _offers_choices(choices: object) -> bool:
+    """Whether a choice prompt's ``choices`` are a non-empty tuple of strings."""
+    return type(choices) is tuple and len(choices) > 0 and all(type(c) is str for c in choices)
+
+
+def _refuse_malformed(request: InteractionRequest) -> None:
+    """Raise for a request built by hand with a bad ``kind`` or ``choices`` (the class
+    methods build good ones); it would fail later, at its settlement or expiry.
+
+    Raises:
+        ConfigError: always, naming the request and the bad field.
+    """
+    if request.kind.__class__ is not InteractionKind:
+        why = f"`kind` must be an InteractionKind, got {shown(request.kind)}"
+    else:
+        why = f"a choice needs a non-empty tuple of strings, got {shown(request.choices)}"
+    raise ConfigError(f"request {shown(request.id)}: {why}")
 
 
 def _check_choice(request: InteractionRequest, choice: object) -> None:

@@ -52,6 +52,7 @@ class InteractionHub(HubCore):
         Raises:
             DuplicateRequestError: a request with this id is already open.
             TypeError: ``request`` is not an `InteractionRequest`.
+            ConfigError: the request's ``kind`` or ``choices`` are malformed.
         """
         opened = self._open_entry(agent_id, request, None)
         wake = self._wake
@@ -77,6 +78,7 @@ class InteractionHub(HubCore):
         Raises:
             DuplicateRequestError: a request with this id is already open.
             TypeError: ``request`` is not an `InteractionRequest`.
+            ConfigError: the request's ``kind`` or ``choices`` are malformed.
             Cancelled: ``cancel`` fired before the prompt was opened.
         """
         if cancel is not None:

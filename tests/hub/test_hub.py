@@ -122,6 +122,29 @@ def test_a_request_or_response_of_the_wrong_type_is_refused_naming_it():
     assert [type(e) for e in recorder.events] == [PromptOpened]
 
 
+def test_a_request_built_by_hand_with_a_bad_kind_or_choices_is_refused_at_opening():
+    # A str kind used to open (with an id given) and then fail at its settlement or expiry,
+    # inside a tick of the world; a choice with no choices opened as if it had some.
+    hub = InteractionHub(clock=ManualClock(), timeout_secs=1)
+    bad = [
+        (
+            InteractionRequest("k", "free_text", "?"),
+            "`kind` must be an InteractionKind, got 'free_text'",
+        ),  # type: ignore[arg-type]
+        (InteractionRequest("", "free_text", "?"), "`kind` must be an InteractionKind"),  # type: ignore[arg-type]
+        (
+            InteractionRequest("c", InteractionKind.CHOICE, "?"),
+            "a choice needs a non-empty tuple of strings, got \\(\\)",
+        ),
+        (InteractionRequest("s", InteractionKind.CHOICE, "?", "ab"), "got 'ab'"),  # type: ignore[arg-type]
+    ]
+    for request, message in bad:
+        with pytest.raises(ConfigError, match=message):
+            hub.open("alice", request)
+    assert hub.stats().opened == 0
+    assert hub.expire_due(10.0) == []  # nothing half-open was left to fail at expiry
+
+
 def test_a_choice_that_names_no_choice_of_its_prompt_is_refused_and_changes_nothing():
     recorder = Recorder()
     hub = InteractionHub(clock=ManualClock(), listener=recorder)
