@@ -20,7 +20,8 @@ from typing import Any, Final, Protocol, TypeVar, overload
 import esper
 
 from components import Agent, Phase
-from runtime.errors import UnknownAgentError
+from runtime.errors import ConfigError, UnknownAgentError
+from runtime.lane.values import shown
 from runtime.world.host_data import check_components, is_builtin, mint_entity
 from runtime.world.state import AgentRecord, WorldState
 
@@ -123,7 +124,9 @@ class SystemContext:
         hit = cache.get(types)
         if hit is not None and hit[0] is found:
             ordered = hit[1]  # esper's cached list is unchanged, so is its order
-        else:
+        else:  # a query first seen, or the world changed shape since
+            if not types or not all(isinstance(t, type) for t in types):
+                raise ConfigError(f"`types` must be one or more classes, got {shown(types)}")
             ordered = sorted(found, key=_by_entity)
             cache[types] = (found, ordered)
             host.writable[types] = not all(is_builtin(t) for t in types)

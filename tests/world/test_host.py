@@ -491,3 +491,20 @@ def test_a_host_component_holding_what_json_refuses_is_in_the_digest(make_world,
     journaled = make_world(journal=Journal.create(tmp_path / "run.db"))
     with pytest.raises(ConfigError, match=r"Ledger.*value\['entries'\]: key \(1, 2\)"):
         journaled.add_entity(Ledger(odd))
+
+
+def test_a_system_query_of_no_class_is_refused_naming_it(make_world):
+    refused: list[str] = []
+
+    def asks_badly(ctx: SystemContext) -> None:
+        for types in ((5,), (), (Position, "Door")):
+            with pytest.raises(ConfigError, match="`types` must be one or more classes") as info:
+                ctx.query(*types)
+            refused.append(str(info.value))
+
+    world = make_world()
+    world.add_system(asks_badly)
+    report = world.tick()
+    assert report.errors == ()  # refused at the call, inside the system that asked
+    assert refused[0].endswith("got (5,)") and refused[1].endswith("got ()")
+    assert len(refused) == 3
