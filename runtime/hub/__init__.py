@@ -6,7 +6,7 @@ deadlines (a FIFO, and a heap for those that arrive out of order). The names bel
 room's public face.
 """
 
-from runtime.hub.core import HubEvent, HubListener, HubStats
+from runtime.hub.core import HubEvent, HubListener, HubStats, check_request
 from runtime.hub.interaction_hub import InteractionHub
 
-__all__ = ["HubEvent", "HubListener", "HubStats", "InteractionHub"]
+__all__ = ["HubEvent", "HubListener", "HubStats", "InteractionHub", "check_request"]

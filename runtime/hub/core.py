@@ -37,7 +37,7 @@ from runtime.hub.deadlines import DeadlineHeap
 from runtime.lane.values import shown
 from runtime.wake import Wake
 
-__all__ = ["HubCore", "HubEvent", "HubListener", "HubStats"]
+__all__ = ["HubCore", "HubEvent", "HubListener", "HubStats", "check_request"]
 
 HubEvent: TypeAlias = PromptOpened | PromptSettled
 # `object`, not `None`: whatever a listener returns (an inbox sequence number, say) is ignored.
@@ -228,14 +228,12 @@ class HubCore:
             ConfigError: its ``kind`` is not an `InteractionKind`, or a choice without a
                 non-empty tuple of string choices.
         """
-        if request.__class__ is not InteractionRequest and not isinstance(
-            request, InteractionRequest
+        if (
+            request.__class__ is not InteractionRequest
+            or request.kind.__class__ is not InteractionKind
+            or request.kind is InteractionKind.CHOICE
         ):
-            raise TypeError(f"`request` must be an InteractionRequest, got {shown(request, 80)}")
-        if request.kind.__class__ is not InteractionKind or (
-            request.kind is InteractionKind.CHOICE and not _offers_choices(request.choices)
-        ):
-            _refuse_malformed(request)
+            check_request(request)  # the plain request of another kind needs no more
         with self._lock:
             # Everything that may raise comes before the first change of state.
             offset = self._offset
@@ -453,22 +451,29 @@ class HubCore:
             wake.notify()
 
 
-def _offers_choices(choices: object) -> bool:
-    """Whether a choice prompt's ``choices`` are a non-empty tuple of strings."""
-    return type(choices) is tuple and len(choices) > 0 and all(type(c) is str for c in choices)
-
-
-def _refuse_malformed(request: InteractionRequest) -> None:
-    """Raise for a request built by hand with a bad ``kind`` or ``choices`` (the class
-    methods build good ones); it would fail later, at its settlement or expiry.
+def check_request(request: object) -> None:
+    """Refuse what cannot be opened as a prompt: not an `InteractionRequest`, or one built by
+    hand with a bad ``kind`` or ``choices`` (the class methods build good ones), which would
+    otherwise fail later, at its settlement or expiry. Also for code that opens prompts on
+    another's behalf at a fixed point (the world's dispatch), so that a replay, which opens
+    none, refuses the same request at the same step.
 
     Raises:
-        ConfigError: always, naming the request and the bad field.
+        TypeError: ``request`` is not an `InteractionRequest`.
+        ConfigError: its ``kind`` is not an `InteractionKind`, or it is a choice without a
+            non-empty tuple of string choices (naming the request and the field).
     """
-    if request.kind.__class__ is not InteractionKind:
-        why = f"`kind` must be an InteractionKind, got {shown(request.kind)}"
+    if not isinstance(request, InteractionRequest):
+        raise TypeError(f"`request` must be an InteractionRequest, got {shown(request, 80)}")
+    kind, choices = request.kind, request.choices
+    if kind.__class__ is not InteractionKind:
+        why = f"`kind` must be an InteractionKind, got {shown(kind)}"
+    elif kind is InteractionKind.CHOICE and not (
+        type(choices) is tuple and len(choices) > 0 and all(type(c) is str for c in choices)
+    ):
+        why = f"a choice needs a non-empty tuple of strings, got {shown(choices)}"
     else:
-        why = f"a choice needs a non-empty tuple of strings, got {shown(request.choices)}"
+        return
     raise ConfigError(f"request {shown(request.id)}: {why}")
 
 
