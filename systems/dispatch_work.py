@@ -72,8 +72,14 @@ def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
         if not action.calls:
             resume_with(state, rec, [])
             return
+        requires_approval = state.effects.requires_approval
+        name: str | None = None
+        gated = False
         for call in action.calls:
-            if state.effects.requires_approval(call.name):
+            if call.name != name:  # a batch's calls often name one tool: ask once for a run
+                name = call.name
+                gated = requires_approval(name)
+            if gated:
                 request_id = mint(rec, "p")
                 pending.approvals[request_id] = call.id
                 stage = f"turn {turn.generation}"

@@ -153,9 +153,11 @@ class ToolLane(LaneCore):
         Raises:
             LaneClosedError: the lane has been closed; none of ``jobs`` was queued.
         """
-        entries = [Entry(self, job) for job in jobs]
-        for entry in entries:
-            entry.job.cancel.add_callback(entry)  # before visible to workers, as in `submit`
+        entries = []
+        for job in jobs:
+            entry = Entry(self, job)
+            job.cancel.add_callback(entry)  # before visible to workers, as in `submit`
+            entries.append(entry)
         launch = self._admit_all(entries)
         if launch is None:
             for entry in entries:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from components import Entry, ToolCall
+from components._frozen import fast_frozen_init
 from runtime.cancel import CancelToken
 from runtime.models.usage import Usage
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["Model", "ModelReply", "ModelRequest", "decode_reply", "encode_reply"]
 
 
+@fast_frozen_init  # one per model call, on the tick thread
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One completion request: the prompt, the model's name, and the agent's history.
@@ -31,6 +33,7 @@ class ModelRequest:
     stream: Stream | None = field(default=None, compare=False, repr=False)
 
 
+@fast_frozen_init  # one per model call, on the lane's thread
 @dataclass(frozen=True, slots=True)
 class ModelReply:
     """A model's answer: text, the tool calls it proposes, the tokens it cost, and why it

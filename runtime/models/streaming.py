@@ -6,7 +6,8 @@ host registered (``world.on_stream(fn)``, the live view, the control channel) an
 text so far. Deltas are never inputs: only the final reply is, or, at an interrupt, the
 text the stream held when it was stopped, so journals replay tick-exact with no provider.
 
-A stream ends exactly once, under its lock, either ``finish``ed by the call that completed
+A stream ends exactly once, under its lock (its hub's, shared by all the hub's streams),
+either ``finish``ed by the call that completed
 or ``stop``ped by an interrupt. Whichever comes first wins: a stopped stream refuses every
 later delta (a late chunk is never applied) and its call's reply is dropped, because the
 interrupt already carries the partial text; a finished stream cannot be stopped, because
@@ -40,7 +41,10 @@ class Stream:
         self.agent_id = agent_id
         self.ref = ref
         self._hub = hub
-        self._lock = threading.Lock()
+        # A hub's streams share its lock: every section under it is a few attribute updates
+        # and none calls out, and a model call then costs one lock object fewer (every call
+        # in flight holds its stream) and one round trip fewer at its end (`StreamHub.end`).
+        self._lock = threading.Lock() if hub is None else hub._lock
         # Both lists are made by their first item: most calls stream nothing and register
         # no closer, and every call in flight holds its stream (two tracked objects less
         # per call for the collector to walk).
@@ -103,11 +107,14 @@ class Stream:
     def finish(self) -> bool:
         """Mark the call complete; False if an interrupt stopped it first."""
         with self._lock:
-            if self._state == _STOPPED:
-                return False
-            self._state = _FINISHED
-            self._closers = None
-            return True
+            return self._finish_locked()
+
+    def _finish_locked(self) -> bool:
+        if self._state == _STOPPED:
+            return False
+        self._state = _FINISHED
+        self._closers = None
+        return True
 
     def __repr__(self) -> str:
         state = ("open", "finished", "stopped")[self._state]
@@ -151,6 +158,14 @@ class StreamHub:
         with self._lock:
             if self._open.get(stream.agent_id) is stream:
                 del self._open[stream.agent_id]
+
+    def end(self, stream: Stream) -> bool:
+        """``stream.finish()`` and ``release(stream)`` under one hold of the lock: the end
+        of a model call. False if an interrupt stopped the stream first."""
+        with self._lock:
+            if self._open.get(stream.agent_id) is stream:
+                del self._open[stream.agent_id]
+            return stream._finish_locked()
 
     def stop(self, agent_id: str) -> tuple[str, str] | None:
         """Stop the agent's open stream: ``(ref, text so far)``, or None if it has none."""

@@ -235,13 +235,12 @@ class LiveEffects:
         else:
             request = dataclasses.replace(request, stream=stream)
         run = _ModelCall(model, request, ref, stream, self._streams, self._usage, cancel)
-        # Cancel (and an interrupt's token) closes the stream too, so a late delta is refused.
-        # The token is the turn's, which outlives the call: the call takes its callback off
-        # again when it ends (a long turn of many calls would keep every stream otherwise).
-        cancel.add_callback(run.stop)
         job = ToolJob(agent_id, ref, run, (call,), cancel)
         # A model call has no bound of its own here: a provider bounds its own requests.
-        self._submit(self._inference_lane, job, getattr(model, "virtual_duration", 0.0), None)
+        # Its virtual duration matters in lockstep only (a `getattr` with a default that
+        # misses raises and catches inside, ~1 us a call).
+        duration = 0.0 if self._lockstep is None else getattr(model, "virtual_duration", 0.0)
+        self._submit(self._inference_lane, job, duration, None)
 
     def run_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
@@ -383,6 +382,16 @@ class _ModelCall:
         self.token = token  # the turn's token, which ``stop`` is registered on
 
     def __call__(self, cancel: CancelToken) -> Sequence[ToolResult]:
+        # Cancel (and an interrupt's token) closes the stream too, so a late delta is
+        # refused. Registered as the call starts, on the lane's thread: a queued call that
+        # is cancelled never runs (the lane abandons it), so it needs no stopper, and the
+        # tick thread, which dispatches every call, pays no lock round trip and no bound
+        # method per call (10,000 queued calls held 10,000 of them for the collector). A
+        # token that fired already runs the stopper at once. The token is the turn's,
+        # which outlives the call: `_complete` takes the stopper off again at the end.
+        stop = self.stop
+        token = self.token
+        token.add_callback(stop)
         return _complete(
             self.model,
             self.request,
@@ -390,7 +399,7 @@ class _ModelCall:
             self.stream,
             self.streams,
             self.usage,
-            (self.token, self.stop),
+            (token, stop),
             cancel,
         )
 
@@ -409,20 +418,22 @@ def _complete(
     registered: tuple[CancelToken, Callable[[CancelToken], None]],
     cancel: CancelToken,
 ) -> Sequence[ToolResult]:
+    # Every way out ends the stream once: finished and forgotten by the hub in one hold
+    # of its lock (`StreamHub.end`), unless an interrupt stopped it first.
     try:
         try:
             reply = model.complete(request, cancel)
         except ModelError as exc:
             # Expected failures (a provider's error, a budget): the agent's error says it
             # all, so no traceback in the log, unlike a model that raised something else.
-            if not stream.finish():
+            if not streams.end(stream):
                 raise _interrupted(cancel) from None
             return [ToolResult(ref, error=str(exc))]
         except BaseException:
-            if not stream.finish():
+            if not streams.end(stream):
                 raise _interrupted(cancel) from None
             raise
-        if not stream.finish():
+        if not streams.end(stream):
             # Stopped by an interrupt that carries the partial text: this reply is stale.
             raise _interrupted(cancel)
         usage.add(request.model, getattr(reply, "usage", None))
@@ -433,7 +444,6 @@ def _complete(
             error = f"model {request.model!r} gave a reply that is not a JSON value: {exc}"
             return [ToolResult(ref, error=error)]
     finally:
-        streams.release(stream)
         token, stop = registered  # the stream's stopper, off the turn's token again
         token.remove_callback(stop)
 

@@ -74,3 +74,19 @@ def test_subscribers_get_each_delta_as_it_arrives(openai_server):
         finally:
             server.close()
             shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_hub_ends_a_stream_in_one_step_and_a_stopped_one_reports_it():
+    from runtime.models import StreamHub
+
+    hub = StreamHub()
+    stream = hub.open("a1", "r1")
+    assert stream.delta("par")
+    assert hub.end(stream) is True  # finished and forgotten
+    assert hub.stop("a1") is None and not stream.stopped
+    other = hub.open("a2", "r2")
+    assert hub.stop("a2") == ("r2", "")
+    assert hub.end(other) is False  # an interrupt stopped it first: its reply is stale
+    later = hub.open("a2", "r3")
+    assert hub.end(other) is False and hub.stop("a2") == ("r3", "")  # the newer one stays
+    assert later.stopped

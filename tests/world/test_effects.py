@@ -210,3 +210,63 @@ def test_a_lane_narrower_than_a_slice_takes_one_while_it_is_idle():
     finally:
         gate.set()
         lane.close(WAIT)
+
+
+def test_a_queued_model_call_puts_no_stopper_on_its_turn_token_until_it_runs(make_world):
+    # The stream's stopper goes on the turn's token when the call starts, on the lane's
+    # thread: a call queued behind a full lane holds only the lane's own cancel callback
+    # (a wave of 10,000 thinking agents held 10,000 stoppers, every one a bound method the
+    # collector walked, and the tick thread paid a lock round trip for each).
+    running, release = threading.Event(), threading.Event()
+
+    class Gate:
+        def complete(self, request: ModelRequest, cancel: CancelToken) -> ModelReply:
+            running.set()
+            assert release.wait(WAIT), "never released"
+            return ModelReply("ok")
+
+    world = make_world(models={"default": Gate()}, inference_capacity=1, lockstep=False)
+
+    def thinker(turn):
+        yield Think("go on")
+        return "done"
+
+    first, second = world.spawn(thinker), world.spawn(thinker)
+    world.tick()
+    try:
+        assert running.wait(WAIT)
+        records = world._state.records
+        # The running call: the lane's callback and the stream's stopper.
+        wait_until(lambda: len(turn_token(records[first])._callbacks) == 2, "the stopper")
+        assert world.inference_lane.stats().queued == 1
+        assert len(turn_token(records[second])._callbacks) == 1  # the lane's alone
+    finally:
+        release.set()
+    world.run_until_idle(timeout=WAIT)
+    assert world.result(first) == world.result(second) == "done"
+
+
+def test_a_model_call_whose_token_fired_before_its_stopper_was_registered_is_dropped():
+    # The window between the lane starting a call and its stopper going on the token: a
+    # token that fired in it runs the stopper at once, so the call's reply is stale.
+    from runtime.cancel import Cancelled
+    from runtime.models import StreamHub
+    from runtime.models.usage import UsageMeter
+    from runtime.world.effects import _ModelCall
+
+    streams = StreamHub()
+    stream = streams.open("a1", "a1/t1/m1")
+    token = CancelToken()
+    token.cancel("interrupted")
+    request = ModelRequest("a1", "go on", stream=stream)
+    call = _ModelCall(
+        ScriptedModel(["ok"]), request, "a1/t1/m1", stream, streams, UsageMeter(), token
+    )
+    try:
+        call(token)
+    except Cancelled:
+        pass
+    else:
+        raise AssertionError("a call whose token fired first returned a reply")
+    assert stream.stopped
+    assert streams.stop("a1") is None  # ended: the hub forgot it
