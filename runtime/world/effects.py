@@ -182,12 +182,13 @@ class LiveEffects:
             self._held = []
             self._sliced = slices  # the outermost hold decides
 
-    def release(self) -> None:
+    def release(self, *, drop: bool = False) -> None:
         """End a ``hold``; the last one submits the held jobs, lane by lane, each lane's in
         the order they were asked for, and stops holding.
 
-        A tick that Ctrl-C abandoned (`runtime.world.sigint.abandoned`) is never journaled,
-        so its jobs are dropped instead: none of them starts.
+        A tick that is never journaled drops its jobs instead, so that none of them starts
+        (no job runs whose dispatch a resume would not find): one that Ctrl-C abandoned
+        (`runtime.world.sigint.abandoned`), or one whose journal write failed (``drop``).
         """
         if self._holds > 1:
             self._holds -= 1
@@ -196,7 +197,7 @@ class LiveEffects:
         held, self._held = self._held, None
         if not held:
             return
-        if sigint.abandoned():
+        if drop or sigint.abandoned():
             if self._lockstep is not None:
                 for _lane, job in held:
                     self._lockstep.untrack(job)

@@ -255,7 +255,9 @@ class TickMachine:
                 digest = self._record_nothing()
         finally:
             if holding is not None:  # even if the tick failed: nobody waits for ever
-                holding.release()
+                # ... unless the journal could not take the tick: then it never happened
+                # for a resume, and neither may its jobs (the world ticks no more).
+                holding.release(drop=self._journal_failed is not None)
         report = build_tick_report(
             state.tick,
             state.now,

@@ -636,6 +636,39 @@ def _three_sleeps(turn):
     return "rested"
 
 
+def _rest_then_work(turn):
+    yield Sleep(0)
+    (result,) = yield CallTools(ToolCall("c1", "mark", {}))
+    return result.output
+
+
+def test_the_lane_jobs_of_a_tick_the_journal_cannot_record_never_start(tmp_path):
+    # Write-ahead: a journaled tick's jobs start once it is committed. One that could not
+    # be committed never happened for a resume, so its jobs must not run either (they did:
+    # the hold was released as for any tick that failed, and the job started).
+    runs: list[str] = []
+    tools = ToolRegistry()
+
+    @tools.tool(idempotent=False)
+    def mark(args: dict[str, Any], ctx: Any) -> str:
+        runs.append(ctx.call_id)
+        return "marked"
+
+    path = tmp_path / "run.db"
+    journal = Journal.create(path)
+    world = World(seed=5, clock=ManualClock(), journal=journal, tools=tools)
+    try:
+        world.spawn(_rest_then_work)
+        world.tick()  # spawned, stepped: resting
+        journal._conn.execute("PRAGMA query_only = ON")
+        with pytest.raises(JournalError, match="readonly"):
+            world.tick()  # steps to the CallTools: its job is dispatched, held, then dropped
+        assert world.lane.stats().enqueued == 0
+    finally:
+        world.close()
+    assert runs == []
+
+
 def test_a_tick_the_journal_cannot_record_stops_the_world_and_resume_carries_on(tmp_path):
     # A write that fails (disk full, I/O error; here SQLite's query_only) used to raise for
     # that tick only: the next ticks were recorded after a gap no replay gets past.
