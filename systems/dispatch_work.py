@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import esper
 
-from components import InteractionRequest, Phase
+from components import InteractionKind, InteractionRequest, Phase
+from runtime.hub import check_request
 from runtime.models.base import ModelRequest
 from runtime.world.actions import Action, Ask, CallTools, Think
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
@@ -12,6 +13,8 @@ from runtime.world.state import AgentRecord, PendingBatch, WorldState
 from .lifecycle import add_history, fail, mint, resume_with, turn_token
 
 __all__ = ["DispatchWork", "launch_tools"]
+
+_CHOICE = InteractionKind.CHOICE
 
 
 class DispatchWork(esper.Processor):
@@ -92,6 +95,13 @@ def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
     elif cls is Ask:
         assert isinstance(action, Ask)
         request = action.request
+        if isinstance(request, InteractionRequest) and (
+            request.kind is _CHOICE or request.kind.__class__ is not InteractionKind
+        ):
+            # A hand-built request the hub would refuse, refused here, where a replay (which
+            # opens no prompt) refuses it at the same step. Not a request at all fails
+            # below, reading its id, as it always did.
+            check_request(request)
         if not request.id:
             request = request.with_id(mint(rec, "p"))
         turn.phase, turn.inflight = Phase.AWAITING_INPUT, request.id

@@ -113,3 +113,10 @@ def returns_unjsonable(turn: Any) -> Any:
     """Return what JSON cannot write: a tuple key, keys of mixed kinds, a 5,000-digit int."""
     yield Sleep(0)
     return {(1, 2): "pair", 1: "one", "a": Box(10**5000)}
+
+
+def asks_badly(turn: Any) -> Any:
+    """Ask with a request built by hand whose kind is a string, not an InteractionKind."""
+    yield Sleep(1)
+    answer = yield Ask(InteractionRequest("", "free_text", "name?"))  # type: ignore[arg-type]
+    return answer

@@ -343,6 +343,24 @@ def test_a_missing_journal_is_a_clear_error_and_creating_twice_is_refused(tmp_pa
         Journal.create(path)
 
 
+def test_an_ask_the_hub_would_refuse_fails_its_agent_alike_live_and_in_the_replay(tmp_path):
+    # The hub refuses the request at opening (live only: a replay opens no prompt), so the
+    # dispatch refuses it first, at the same step in both.
+    path = tmp_path / "run.db"
+    world = World(seed=1, clock=ManualClock(), journal=Journal.create(path))
+    try:
+        bad = world.spawn(jb.asks_badly)
+        steady_one = world.spawn(steady)
+        world.run_until_idle()
+        status = world.status(bad)
+        assert status.kind is StatusKind.ERROR
+        assert "`kind` must be an InteractionKind, got 'free_text'" in status.message
+        assert world.status(steady_one).kind is StatusKind.COMPLETE  # the ticks went on
+    finally:
+        world.close()
+    assert replay(path).agents == 2
+
+
 def test_replay_until_a_tick_stops_there(tmp_path):
     path = tmp_path / "run.db"
     _valid_journal(path)
