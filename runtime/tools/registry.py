@@ -104,16 +104,22 @@ class ToolRegistry:
         is the world time a call takes in a lockstep world (see `World`'s ``lockstep``).
 
         Raises:
-            ConfigError: the name is taken or empty, ``timeout`` is not positive, or
-                ``virtual_duration`` is not a finite number >= 0.
+            ConfigError: the name is taken or empty, ``timeout`` is not positive,
+                ``virtual_duration`` is not a finite number >= 0, or what it decorates is
+                not callable.
         """
         if callable(name):  # used bare: @registry.tool
             self.add(_FunctionTool(name.__name__, name, timeout, requires_approval))
             return name
         tool_name = name
+        if tool_name is not None and (not isinstance(tool_name, str) or not tool_name):
+            # An empty name fell back to the function's own (a lambda's: "<lambda>").
+            raise ConfigError(f"a tool's `name` must be a non-empty string, got {tool_name!r}")
         check_virtual_duration(virtual_duration)  # at the call, not when it decorates
 
         def register(fn: F) -> F:
+            if not callable(fn):
+                raise ConfigError(f"a tool must be a function `fn(args, ctx)`, got {fn!r}")
             tool = _FunctionTool(
                 tool_name or fn.__name__,
                 fn,

@@ -64,6 +64,13 @@ def test_a_duplicate_or_bad_tool_is_a_config_error_naming_it():
         tools.tool("t", timeout=0)(echo_args)
     with pytest.raises(ConfigError, match="non-empty string"):
         tools.add(ShellTool("", ["true"]))
+    # An empty name given to the decorator fell back to the function's ("<lambda>"), and a
+    # non-callable raised AttributeError reading its __name__.
+    with pytest.raises(ConfigError, match="`name` must be a non-empty string, got ''"):
+        tools.tool(name="")
+    with pytest.raises(ConfigError, match="a tool must be a function `fn\\(args, ctx\\)`, got 5"):
+        tools.tool()(5)  # type: ignore[type-var]
+    assert tools.names() == ["sleep"]
     with pytest.raises(ConfigError, match="`argv` of tool 'sh'"):
         ShellTool("sh", "echo hi")
     with pytest.raises(ConfigError, match="`argv` of tool 'sh'"):
