@@ -37,7 +37,7 @@ from typing import Any
 
 import esper
 
-from components import StatusKind
+from components import AgentSpec, Phase, StatusKind
 from runtime.clock import Clock, ManualClock
 from runtime.hub import InteractionHub
 from runtime.lane.tool_lane import ToolLane
@@ -250,6 +250,8 @@ class SkipAhead:
         step_actions = state.step_actions
         finished, keep = state.finished, state.keep_finished
         paused, sleep = StatusKind.PAUSED, Sleep
+        done, complete = Phase.DONE, StatusKind.COMPLETE
+        to_abort, joiners = state.to_abort, state.joiners
         # A world that keeps no dirty set (no digest was ever asked for: see
         # `TickMachine._record_nothing`) drops it at its next whole tick anyway; the
         # stepped agents are then marked by saying it was dropped, not one by one.
@@ -260,6 +262,11 @@ class SkipAhead:
         tick = state.tick
         more = 0
         clock_at = 64  # the next `more` at which `until` is looked at
+        # Below which `more` a wake-up may count the quiet tick and begin the next in one
+        # go: two ticks of `room` left, `clock_at` not reached, no host system to ask.
+        lean_until = -1 if systems else min(clock_at, room - 1)
+        # The plain run (below): no host system to ask, nothing created or to forget.
+        lean = not systems and not state.created and not state.to_forget
         perf_counter = time.perf_counter
         bucket: list[tuple[int, Any]] | None = None  # the next deadline's, popped already
         # The tick's flags, reset where they are read (not at each tick's start: a plain
@@ -291,66 +298,256 @@ class SkipAhead:
                         _step_woken(state, bucket)
                         seq = state.sleep_seq
                         return more, now, False
-                for entry, rec in bucket:
-                    if rec.sleep_seq != entry:
-                        continue  # a stale entry: the sleep was abandoned
-                    if rec.status.kind is paused:
-                        held[rec.ordinal] = rec
-                        continue
-                    turn = rec.turn
-                    if marking:
-                        dirty[rec.ordinal] = rec
-                    stepped += 1
-                    try:
-                        try:
-                            if holding and (value := turn.send_value) is not None:
-                                turn.send_value = None  # a hold's end: the time it waited
-                                action = turn.behavior.send(value)  # type: ignore[union-attr]
-                            else:
-                                action = turn.behavior.send(None)  # type: ignore[union-attr]
-                        except StopIteration as stop:
-                            state.sleep_seq = seq
-                            end_turn(state, rec, stop.value)
-                            seq = state.sleep_seq
-                            ended = calls = True
+                if lean and not holding:
+                    # The plain run: one sleeper (or a few) at each instant, sleeping again
+                    # or ending with nothing to abort, tick after tick, in this loop alone
+                    # (the general code below does the same step by step). It leaves for
+                    # the general code's end of the tick as soon as anything else happens
+                    # (a call-out, a stop, a deadline it cannot begin), that tick stepped.
+                    while True:
+                        for entry, rec in bucket:
+                            if rec.sleep_seq != entry:
+                                continue  # a stale entry: the sleep was abandoned
+                            if rec.status.kind is paused:
+                                held[rec.ordinal] = rec
+                                continue
+                            turn = rec.turn
+                            if marking:
+                                dirty[rec.ordinal] = rec
+                            stepped += 1
+                            try:
+                                try:
+                                    action = turn.behavior.send(None)  # type: ignore[union-attr]
+                                except StopIteration as stop:
+                                    if (
+                                        rec._extras is None
+                                        and rec.handle is None
+                                        and not rec.prompts
+                                        and keep is None
+                                        and not joiners
+                                        and not rec._comps[AgentSpec].interactive
+                                    ):
+                                        # `_end_plain` of a live sleeper, inlined: it is in
+                                        # no index set (not ready, held or awaiting a lane),
+                                        # not terminal (a live entry never is), its finished
+                                        # generator has nothing to close, and the abort it
+                                        # queues has nothing to do (`nothing_to_abort`).
+                                        turn.behavior = None
+                                        turn.phase = done
+                                        turn.inflight = turn.deadline = turn.send_value = None
+                                        rec.sleep_seq = 0
+                                        rec.result = stop.value
+                                        status = rec.status
+                                        status.kind, status.reason, status.message = (
+                                            complete,
+                                            None,
+                                            "",
+                                        )
+                                        to_abort.append(rec)
+                                        state.changed_this_tick += 1
+                                        ended = True
+                                        continue
+                                    state.sleep_seq = seq
+                                    end_turn(state, rec, stop.value)
+                                    seq = state.sleep_seq
+                                    ended = calls = True
+                                    continue
+                                except BaseException as exc:  # as in step_ready
+                                    state.sleep_seq = seq
+                                    fail(state, rec, exc)
+                                    seq = state.sleep_seq
+                                    odd = calls = True
+                                    continue
+                                # A positive float sleep (no C-level compare: the float
+                                # ones are specialized); any other goes the general way.
+                                if (
+                                    action.__class__ is sleep
+                                    and (s := action.seconds).__class__ is float
+                                    and s > 0.0
+                                ) or (
+                                    action.__class__ is sleep
+                                    and not (s := action.seconds) <= 0
+                                    and s > 0
+                                ):
+                                    deadline = turn.deadline = now + s  # still SLEEPING
+                                    seq += 1
+                                    rec.sleep_seq = seq
+                                    later = buckets.get(deadline)
+                                    if later is None:  # add_sleeper, inlined
+                                        buckets[deadline] = [(seq, rec)]
+                                        push(heap, deadline)
+                                    else:
+                                        later.append((seq, rec))
+                                else:
+                                    state.sleep_seq = seq
+                                    handler = step_actions.get(action.__class__)
+                                    if handler is not None:  # a resource's: parks, or moves on
+                                        handler(state, rec, action)
+                                        calls = True
+                                        if next_ready or state.to_abort or state.to_dispatch:
+                                            odd = True
+                                        holding = holding or state.holds
+                                    else:
+                                        take_action(state, rec, action, next_ready)
+                                        odd = calls = True
+                                    seq = state.sleep_seq
+                            except BaseException as exc:
+                                state.sleep_seq = seq
+                                fail(state, rec, exc, "StepBehaviors")
+                                seq = state.sleep_seq
+                                odd = calls = True
+                        # The quiet tick after it and the next deadline's tick, as the
+                        # general code counts them, when nothing stops the run there.
+                        if (
+                            calls
+                            or not stepped
+                            or more >= lean_until
+                            or arrived
+                            or timer_heap
+                            or observers
+                            or (deferring and flags.pending)
+                            or self._probe is not None
+                            or self._recorder is not None
+                        ):
+                            break
+                        deadline = heap[0] if heap else limit
+                        if not (now < deadline < limit) or (deadline.__class__ is not float):
+                            break
+                        found = buckets.pop(pop(heap))
+                        first = found[0]
+                        if first[1].sleep_seq != first[0]:
+                            buckets[deadline] = found  # stale: the general code drops it
+                            push(heap, deadline)
+                            break
+                        if ended:  # the quiet tick's abort: only forgetting them
+                            state.changed_this_tick = 0
+                            to_abort.clear()
+                            ended = False
+                        bucket = found
+                        now = state.now = clock._now = deadline
+                        more += 2
+                        tick += 2
+                        state.tick = tick
+                        stepped = 0
+                    if ended:  # the ends' counts are in `state`, as a call-out's
+                        calls = True
+                else:
+                    for entry, rec in bucket:
+                        if rec.sleep_seq != entry:
+                            continue  # a stale entry: the sleep was abandoned
+                        if rec.status.kind is paused:
+                            held[rec.ordinal] = rec
                             continue
-                        except BaseException as exc:  # as in step_ready
+                        turn = rec.turn
+                        if marking:
+                            dirty[rec.ordinal] = rec
+                        stepped += 1
+                        try:
+                            try:
+                                if holding and (value := turn.send_value) is not None:
+                                    turn.send_value = None  # a hold's end: the time it waited
+                                    action = turn.behavior.send(value)  # type: ignore[union-attr]
+                                else:
+                                    action = turn.behavior.send(None)  # type: ignore[union-attr]
+                            except StopIteration as stop:
+                                state.sleep_seq = seq
+                                end_turn(state, rec, stop.value)
+                                seq = state.sleep_seq
+                                ended = calls = True
+                                continue
+                            except BaseException as exc:  # as in step_ready
+                                state.sleep_seq = seq
+                                fail(state, rec, exc)
+                                seq = state.sleep_seq
+                                odd = calls = True
+                                continue
+                            # A positive sleep, compared as step_ready compares it (`<= 0` first,
+                            # so a bad `seconds` fails with the same message).
+                            if (
+                                action.__class__ is sleep
+                                and not (s := action.seconds) <= 0
+                                and s > 0
+                            ):
+                                deadline = turn.deadline = now + s  # the phase stays SLEEPING
+                                seq += 1
+                                rec.sleep_seq = seq
+                                later = buckets.get(deadline)
+                                if later is None:  # add_sleeper, inlined
+                                    buckets[deadline] = [(seq, rec)]
+                                    push(heap, deadline)
+                                else:
+                                    later.append((seq, rec))
+                            else:
+                                state.sleep_seq = seq
+                                handler = step_actions.get(action.__class__)
+                                if handler is not None:  # a resource's: it parks, or moves on
+                                    handler(state, rec, action)
+                                    calls = True
+                                    if next_ready or state.to_abort or state.to_dispatch:
+                                        odd = True
+                                    holding = holding or state.holds
+                                else:
+                                    take_action(state, rec, action, next_ready)
+                                    odd = calls = True
+                                seq = state.sleep_seq
+                        except BaseException as exc:
                             state.sleep_seq = seq
-                            fail(state, rec, exc)
+                            fail(state, rec, exc, "StepBehaviors")
                             seq = state.sleep_seq
                             odd = calls = True
-                            continue
-                        # A positive sleep, compared as step_ready compares it (`<= 0` first,
-                        # so a bad `seconds` fails with the same message).
-                        if action.__class__ is sleep and not (s := action.seconds) <= 0 and s > 0:
-                            deadline = turn.deadline = now + s  # the phase stays SLEEPING
-                            seq += 1
-                            rec.sleep_seq = seq
-                            later = buckets.get(deadline)
-                            if later is None:  # add_sleeper, inlined
-                                buckets[deadline] = [(seq, rec)]
-                                push(heap, deadline)
-                            else:
-                                later.append((seq, rec))
-                        else:
-                            state.sleep_seq = seq
-                            handler = step_actions.get(action.__class__)
-                            if handler is not None:  # a resource's: it parks, or moves on
-                                handler(state, rec, action)
-                                calls = True
-                                if next_ready or state.to_abort or state.to_dispatch:
-                                    odd = True
-                                holding = holding or state.holds
-                            else:
-                                take_action(state, rec, action, next_ready)
-                                odd = calls = True
-                            seq = state.sleep_seq
-                    except BaseException as exc:
-                        state.sleep_seq = seq
-                        fail(state, rec, exc, "StepBehaviors")
-                        seq = state.sleep_seq
-                        odd = calls = True
                 bucket = None
+                # The usual end of a wake-up, in one go: it moved, did nothing but sleep
+                # (or end leaving nothing to abort, or end a hold), nothing stops the run
+                # and the next live deadline is after `now` and before `limit`: the quiet
+                # tick after it is counted and that deadline's tick begun, as the general
+                # code below does step by step (~half of a plain wake-up's bytecodes).
+                if (
+                    stepped
+                    and more < lean_until
+                    and (
+                        not calls
+                        or (
+                            not odd
+                            and (
+                                not ended
+                                or not (
+                                    state.ready
+                                    or state.to_dispatch
+                                    or state.prompt_changed
+                                    or state.to_interrupt
+                                    or state.created
+                                    or state.to_forget
+                                    or (keep is not None and len(finished) > keep)
+                                    or not nothing_to_abort(state.to_abort)
+                                )
+                            )
+                        )
+                    )
+                    and not (arrived or timer_heap or observers or (deferring and flags.pending))
+                    and self._probe is None
+                    and self._recorder is None
+                    and heap
+                    and now < (deadline := heap[0]) < limit
+                ):
+                    found = buckets.pop(pop(heap))
+                    first = found[0]
+                    if first[1].sleep_seq == first[0]:
+                        if calls:  # the counts the call-outs made were that tick's
+                            state.changed_this_tick = state.stepped = 0
+                            if ended:  # the quiet tick's abort: only forgetting them
+                                state.to_abort.clear()
+                            ended = calls = False
+                            holding = state.holds
+                        bucket = found
+                        now = state.now = clock._now = (
+                            deadline if deadline.__class__ is float else float(deadline)
+                        )
+                        more += 2
+                        tick += 2
+                        state.tick = tick
+                        continue
+                    buckets[deadline] = found  # stale: the general code drops it
+                    push(heap, deadline)
                 if not calls:
                     changed = stepped
                 else:
@@ -385,6 +582,7 @@ class SkipAhead:
                 )
                 if more >= clock_at and not halt:
                     clock_at = more + 64
+                    lean_until = -1 if systems else min(clock_at, room - 1)
                     halt = perf_counter() > until
                 if changed:  # moving: the next tick is at `now`
                     if halt or (ended and heap and heap[0] <= now):
