@@ -242,7 +242,7 @@ class SkipAhead:
         clock = self.clock
         assert isinstance(clock, ManualClock)  # whose lock `_skip_ahead` holds
         heap, buckets = state.sleepers, state.sleep_buckets
-        pop, push = heapq.heappop, heapq.heappush
+        pop, push, pushpop = heapq.heappop, heapq.heappush, heapq.heappushpop
         held, dirty, next_ready = state.held, state.dirty, state.ready
         arrived, timer_heap = self._inbox._arrived, self._timers._heap
         observers = self._observers
@@ -276,6 +276,7 @@ class SkipAhead:
         # holds are live (only call-outs start or end one), so the step looks for them.
         ended = odd = calls = False
         holding = state.holds
+        deferred: float | None = None  # a new deadline the plain run has not pushed yet
         try:  # `seq` goes back into `state` whichever way the run ends
             while True:  # one wake-up tick at `now`, numbered `tick`
                 # The tick's counts are 0 in `state` (each tick begins so): a positive sleep
@@ -347,12 +348,18 @@ class SkipAhead:
                                         state.changed_this_tick += 1
                                         ended = True
                                         continue
+                                    if deferred is not None:  # onto the heap first
+                                        push(heap, deferred)
+                                        deferred = None
                                     state.sleep_seq = seq
                                     end_turn(state, rec, stop.value)
                                     seq = state.sleep_seq
                                     ended = calls = True
                                     continue
                                 except BaseException as exc:  # as in step_ready
+                                    if deferred is not None:  # onto the heap first
+                                        push(heap, deferred)
+                                        deferred = None
                                     state.sleep_seq = seq
                                     fail(state, rec, exc)
                                     seq = state.sleep_seq
@@ -375,10 +382,15 @@ class SkipAhead:
                                     later = buckets.get(deadline)
                                     if later is None:  # add_sleeper, inlined
                                         buckets[deadline] = [(seq, rec)]
-                                        push(heap, deadline)
+                                        if deferred is not None:
+                                            push(heap, deferred)
+                                        deferred = deadline  # pushed as the next is popped
                                     else:
                                         later.append((seq, rec))
                                 else:
+                                    if deferred is not None:  # onto the heap first
+                                        push(heap, deferred)
+                                        deferred = None
                                     state.sleep_seq = seq
                                     handler = step_actions.get(action.__class__)
                                     if handler is not None:  # a resource's: parks, or moves on
@@ -392,6 +404,9 @@ class SkipAhead:
                                         odd = calls = True
                                     seq = state.sleep_seq
                             except BaseException as exc:
+                                if deferred is not None:
+                                    push(heap, deferred)
+                                    deferred = None
                                 state.sleep_seq = seq
                                 fail(state, rec, exc, "StepBehaviors")
                                 seq = state.sleep_seq
@@ -410,10 +425,19 @@ class SkipAhead:
                             or self._recorder is not None
                         ):
                             break
-                        deadline = heap[0] if heap else limit
-                        if not (now < deadline < limit) or (deadline.__class__ is not float):
+                        # The next deadline: the last new one pushed as it is popped (one
+                        # pass over the heap, none when it is the earliest).
+                        if deferred is not None:
+                            deadline = pushpop(heap, deferred)
+                            deferred = None
+                        elif heap:
+                            deadline = pop(heap)
+                        else:
                             break
-                        found = buckets.pop(pop(heap))
+                        if not (now < deadline < limit) or (deadline.__class__ is not float):
+                            push(heap, deadline)  # the general code takes it from here
+                            break
+                        found = buckets.pop(deadline)
                         first = found[0]
                         if first[1].sleep_seq != first[0]:
                             buckets[deadline] = found  # stale: the general code drops it
@@ -429,6 +453,9 @@ class SkipAhead:
                         tick += 2
                         state.tick = tick
                         stepped = 0
+                    if deferred is not None:
+                        push(heap, deferred)
+                        deferred = None
                     if ended:  # the ends' counts are in `state`, as a call-out's
                         calls = True
                 else:
@@ -643,6 +670,8 @@ class SkipAhead:
                             return more, now, True
         finally:
             state.sleep_seq = seq
+            if deferred is not None:
+                push(heap, deferred)
 
     def _skip_ahead(self, budget: int) -> tuple[int, bool]:  # noqa: PLR0915 - hot
         """Run the ticks ``run_until_idle`` would run from this fixed point while only
