@@ -104,6 +104,23 @@ def _step_woken(state: WorldState, bucket: list[tuple[int, Any]]) -> None:
     step_ready(state)
 
 
+def _take_other(state: WorldState, rec: Any, action: Any, next_ready: dict[int, Any]) -> bool:
+    """Take what a stepped sleeper yielded other than a positive float ``Sleep``, as the
+    run's general loop takes it: another positive sleep (an int's), a step action (a
+    resource's) or anything else through `take_action`; whether the tick must end the
+    run (the agent did something but sleep or park)."""
+    if action.__class__ is Sleep and not (s := action.seconds) <= 0 and s > 0:
+        deadline = rec.turn.deadline = state.now + s
+        state.add_sleeper(rec, deadline)
+        return False
+    handler = state.step_actions.get(action.__class__)
+    if handler is not None:  # a resource's: it parks, or moves on
+        handler(state, rec, action)
+        return bool(next_ready or state.to_abort or state.to_dispatch)
+    take_action(state, rec, action, next_ready)
+    return True
+
+
 class SkipAhead:
     """The fast path of ``run_until_idle`` (mixed into `World`); see the module docstring."""
 
@@ -259,12 +276,13 @@ class SkipAhead:
         if not marking:
             self._dirty_dropped = True
         seq = state.sleep_seq
-        tick = state.tick
+        tick = tick0 = state.tick
         more = 0
         clock_at = 64  # the next `more` at which `until` is looked at
         # Below which `more` a wake-up may count the quiet tick and begin the next in one
         # go: two ticks of `room` left, `clock_at` not reached, no host system to ask.
         lean_until = -1 if systems else min(clock_at, room - 1)
+        tick_until = tick0 + lean_until  # the same, as a tick number (the plain run's)
         # The plain run (below): no host system to ask, nothing created or to forget.
         lean = not systems and not state.created and not state.to_forget
         perf_counter = time.perf_counter
@@ -299,124 +317,112 @@ class SkipAhead:
                         _step_woken(state, bucket)
                         seq = state.sleep_seq
                         return more, now, False
-                if lean and not holding:
-                    # The plain run: one sleeper (or a few) at each instant, sleeping again
-                    # or ending with nothing to abort, tick after tick, in this loop alone
-                    # (the general code below does the same step by step). It leaves for
-                    # the general code's end of the tick as soon as anything else happens
-                    # (a call-out, a stop, a deadline it cannot begin), that tick stepped.
-                    while True:
-                        for entry, rec in bucket:
-                            if rec.sleep_seq != entry:
-                                continue  # a stale entry: the sleep was abandoned
-                            if rec.status.kind is paused:
-                                held[rec.ordinal] = rec
-                                continue
-                            turn = rec.turn
-                            if marking:
-                                dirty[rec.ordinal] = rec
-                            stepped += 1
-                            try:
-                                try:
-                                    action = turn.behavior.send(None)  # type: ignore[union-attr]
-                                except StopIteration as stop:
-                                    if (
-                                        rec._extras is None
-                                        and rec.handle is None
-                                        and not rec.prompts
-                                        and keep is None
-                                        and not joiners
-                                        and not rec._comps[AgentSpec].interactive
-                                    ):
-                                        # `_end_plain` of a live sleeper, inlined: it is in
-                                        # no index set (not ready, held or awaiting a lane),
-                                        # not terminal (a live entry never is), its finished
-                                        # generator has nothing to close, and the abort it
-                                        # queues has nothing to do (`nothing_to_abort`).
-                                        turn.behavior = None
-                                        turn.phase = done
-                                        turn.inflight = turn.deadline = turn.send_value = None
-                                        rec.sleep_seq = 0
-                                        rec.result = stop.value
-                                        status = rec.status
-                                        status.kind, status.reason, status.message = (
-                                            complete,
-                                            None,
-                                            "",
-                                        )
-                                        to_abort.append(rec)
-                                        state.changed_this_tick += 1
-                                        ended = True
-                                        continue
-                                    if deferred is not None:  # onto the heap first
+                if (
+                    lean
+                    and not holding
+                    and len(bucket) == 1
+                    and (only := bucket[0])[1].sleep_seq == only[0]
+                ):
+                    # The plain run: one live sleeper at each instant, sleeping again or
+                    # ending with nothing to abort, tick after tick in this loop alone (the
+                    # general code below does the same step by step). It leaves with the
+                    # tick's agent stepped (`bucket` emptied) for the general end of the
+                    # tick as soon as anything else happens (a call-out, a stop, a deadline
+                    # it cannot begin here), or with a tie's tick begun for the general
+                    # loop to step.
+                    entry, rec = only
+                    while True:  # `rec` sleeps until `now`, tick `tick`: step it
+                        if rec.status.kind is paused:
+                            bucket = [(entry, rec)]  # the general loop holds it
+                            stepped = 0
+                            break
+                        turn = rec.turn
+                        if marking:
+                            dirty[rec.ordinal] = rec
+                        stepped = 1
+                        bucket = ()  # nothing left for the general loop to step
+                        try:
+                            action = turn.behavior.send(None)  # type: ignore[union-attr]
+                        except StopIteration as stop:
+                            if not (
+                                rec._extras is None
+                                and rec.handle is None
+                                and not rec.prompts
+                                and keep is None
+                                and not joiners
+                                and not rec._comps[AgentSpec].interactive
+                            ):
+                                if deferred is not None:  # onto the heap before a call-out
+                                    push(heap, deferred)
+                                    deferred = None
+                                state.sleep_seq = seq
+                                end_turn(state, rec, stop.value)
+                                seq = state.sleep_seq
+                                ended = calls = True
+                                break
+                            # `_end_plain` of a live sleeper, inlined: it is in no index
+                            # set (not ready, held or awaiting a lane), not terminal (a
+                            # live entry never is), its finished generator has nothing to
+                            # close, and the abort it queues has nothing to do (see
+                            # `nothing_to_abort`): the next tick only clears the queue.
+                            turn.behavior = None
+                            turn.phase = done
+                            turn.inflight = turn.deadline = turn.send_value = None
+                            rec.sleep_seq = 0
+                            rec.result = stop.value
+                            status = rec.status
+                            status.kind, status.reason, status.message = complete, None, ""
+                            to_abort.append(rec)
+                            state.changed_this_tick += 1
+                            ended = True
+                        except BaseException as exc:  # as in step_ready
+                            if deferred is not None:
+                                push(heap, deferred)
+                                deferred = None
+                            state.sleep_seq = seq
+                            fail(state, rec, exc)
+                            seq = state.sleep_seq
+                            odd = calls = True
+                            break
+                        else:
+                            # A positive float sleep, compared without a C-level call (the
+                            # float compare is specialized); any other action goes to
+                            # `_take_other`, as the general loop would take it.
+                            if (
+                                action.__class__ is sleep
+                                and (s := action.seconds).__class__ is float
+                                and s > 0.0
+                            ):
+                                deadline = turn.deadline = now + s  # still SLEEPING
+                                seq += 1
+                                rec.sleep_seq = seq
+                                later = buckets.get(deadline)
+                                if later is None:  # add_sleeper, inlined
+                                    buckets[deadline] = [(seq, rec)]
+                                    if deferred is not None:
                                         push(heap, deferred)
-                                        deferred = None
-                                    state.sleep_seq = seq
-                                    end_turn(state, rec, stop.value)
-                                    seq = state.sleep_seq
-                                    ended = calls = True
-                                    continue
-                                except BaseException as exc:  # as in step_ready
-                                    if deferred is not None:  # onto the heap first
-                                        push(heap, deferred)
-                                        deferred = None
-                                    state.sleep_seq = seq
-                                    fail(state, rec, exc)
-                                    seq = state.sleep_seq
-                                    odd = calls = True
-                                    continue
-                                # A positive float sleep (no C-level compare: the float
-                                # ones are specialized); any other goes the general way.
-                                if (
-                                    action.__class__ is sleep
-                                    and (s := action.seconds).__class__ is float
-                                    and s > 0.0
-                                ) or (
-                                    action.__class__ is sleep
-                                    and not (s := action.seconds) <= 0
-                                    and s > 0
-                                ):
-                                    deadline = turn.deadline = now + s  # still SLEEPING
-                                    seq += 1
-                                    rec.sleep_seq = seq
-                                    later = buckets.get(deadline)
-                                    if later is None:  # add_sleeper, inlined
-                                        buckets[deadline] = [(seq, rec)]
-                                        if deferred is not None:
-                                            push(heap, deferred)
-                                        deferred = deadline  # pushed as the next is popped
-                                    else:
-                                        later.append((seq, rec))
+                                    deferred = deadline  # pushed as the next is popped
                                 else:
-                                    if deferred is not None:  # onto the heap first
-                                        push(heap, deferred)
-                                        deferred = None
-                                    state.sleep_seq = seq
-                                    handler = step_actions.get(action.__class__)
-                                    if handler is not None:  # a resource's: parks, or moves on
-                                        handler(state, rec, action)
-                                        calls = True
-                                        if next_ready or state.to_abort or state.to_dispatch:
-                                            odd = True
-                                        holding = holding or state.holds
-                                    else:
-                                        take_action(state, rec, action, next_ready)
-                                        odd = calls = True
-                                    seq = state.sleep_seq
-                            except BaseException as exc:
+                                    later.append((seq, rec))
+                            else:
                                 if deferred is not None:
                                     push(heap, deferred)
                                     deferred = None
                                 state.sleep_seq = seq
-                                fail(state, rec, exc, "StepBehaviors")
+                                try:
+                                    if _take_other(state, rec, action, next_ready):
+                                        odd = True
+                                except BaseException as exc:
+                                    fail(state, rec, exc, "StepBehaviors")
+                                    odd = True
                                 seq = state.sleep_seq
-                                odd = calls = True
-                        # The quiet tick after it and the next deadline's tick, as the
-                        # general code counts them, when nothing stops the run there.
+                                calls = True
+                                holding = state.holds
+                                break
+                        # The quiet tick after it and the next deadline's tick, counted as
+                        # the general code counts them, when nothing stops the run there.
                         if (
-                            calls
-                            or not stepped
-                            or more >= lean_until
+                            tick >= tick_until
                             or arrived
                             or timer_heap
                             or observers
@@ -434,12 +440,29 @@ class SkipAhead:
                             deadline = pop(heap)
                         else:
                             break
-                        if not (now < deadline < limit) or (deadline.__class__ is not float):
+                        if deadline <= now or deadline >= limit or deadline.__class__ is not float:
                             push(heap, deadline)  # the general code takes it from here
                             break
                         found = buckets.pop(deadline)
-                        first = found[0]
-                        if first[1].sleep_seq != first[0]:
+                        try:
+                            ((entry, rec),) = found
+                        except ValueError:  # a tie: its tick is begun for the general loop
+                            first = found[0]
+                            if first[1].sleep_seq != first[0]:
+                                buckets[deadline] = found  # stale: the general code drops it
+                                push(heap, deadline)
+                                break
+                            if ended:  # the quiet tick's abort: only forgetting them
+                                state.changed_this_tick = 0
+                                to_abort.clear()
+                                ended = False
+                            now = state.now = clock._now = deadline
+                            tick += 2
+                            state.tick = tick
+                            bucket = found
+                            stepped = 0
+                            break
+                        if rec.sleep_seq != entry:
                             buckets[deadline] = found  # stale: the general code drops it
                             push(heap, deadline)
                             break
@@ -447,81 +470,74 @@ class SkipAhead:
                             state.changed_this_tick = 0
                             to_abort.clear()
                             ended = False
-                        bucket = found
                         now = state.now = clock._now = deadline
-                        more += 2
                         tick += 2
                         state.tick = tick
-                        stepped = 0
+                    more = tick - tick0
                     if deferred is not None:
                         push(heap, deferred)
                         deferred = None
                     if ended:  # the ends' counts are in `state`, as a call-out's
                         calls = True
-                else:
-                    for entry, rec in bucket:
-                        if rec.sleep_seq != entry:
-                            continue  # a stale entry: the sleep was abandoned
-                        if rec.status.kind is paused:
-                            held[rec.ordinal] = rec
-                            continue
-                        turn = rec.turn
-                        if marking:
-                            dirty[rec.ordinal] = rec
-                        stepped += 1
+                for entry, rec in bucket:
+                    if rec.sleep_seq != entry:
+                        continue  # a stale entry: the sleep was abandoned
+                    if rec.status.kind is paused:
+                        held[rec.ordinal] = rec
+                        continue
+                    turn = rec.turn
+                    if marking:
+                        dirty[rec.ordinal] = rec
+                    stepped += 1
+                    try:
                         try:
-                            try:
-                                if holding and (value := turn.send_value) is not None:
-                                    turn.send_value = None  # a hold's end: the time it waited
-                                    action = turn.behavior.send(value)  # type: ignore[union-attr]
-                                else:
-                                    action = turn.behavior.send(None)  # type: ignore[union-attr]
-                            except StopIteration as stop:
-                                state.sleep_seq = seq
-                                end_turn(state, rec, stop.value)
-                                seq = state.sleep_seq
-                                ended = calls = True
-                                continue
-                            except BaseException as exc:  # as in step_ready
-                                state.sleep_seq = seq
-                                fail(state, rec, exc)
-                                seq = state.sleep_seq
-                                odd = calls = True
-                                continue
-                            # A positive sleep, compared as step_ready compares it (`<= 0` first,
-                            # so a bad `seconds` fails with the same message).
-                            if (
-                                action.__class__ is sleep
-                                and not (s := action.seconds) <= 0
-                                and s > 0
-                            ):
-                                deadline = turn.deadline = now + s  # the phase stays SLEEPING
-                                seq += 1
-                                rec.sleep_seq = seq
-                                later = buckets.get(deadline)
-                                if later is None:  # add_sleeper, inlined
-                                    buckets[deadline] = [(seq, rec)]
-                                    push(heap, deadline)
-                                else:
-                                    later.append((seq, rec))
+                            if holding and (value := turn.send_value) is not None:
+                                turn.send_value = None  # a hold's end: the time it waited
+                                action = turn.behavior.send(value)  # type: ignore[union-attr]
                             else:
-                                state.sleep_seq = seq
-                                handler = step_actions.get(action.__class__)
-                                if handler is not None:  # a resource's: it parks, or moves on
-                                    handler(state, rec, action)
-                                    calls = True
-                                    if next_ready or state.to_abort or state.to_dispatch:
-                                        odd = True
-                                    holding = holding or state.holds
-                                else:
-                                    take_action(state, rec, action, next_ready)
-                                    odd = calls = True
-                                seq = state.sleep_seq
-                        except BaseException as exc:
+                                action = turn.behavior.send(None)  # type: ignore[union-attr]
+                        except StopIteration as stop:
                             state.sleep_seq = seq
-                            fail(state, rec, exc, "StepBehaviors")
+                            end_turn(state, rec, stop.value)
+                            seq = state.sleep_seq
+                            ended = calls = True
+                            continue
+                        except BaseException as exc:  # as in step_ready
+                            state.sleep_seq = seq
+                            fail(state, rec, exc)
                             seq = state.sleep_seq
                             odd = calls = True
+                            continue
+                        # A positive sleep, compared as step_ready compares it (`<= 0` first,
+                        # so a bad `seconds` fails with the same message).
+                        if action.__class__ is sleep and not (s := action.seconds) <= 0 and s > 0:
+                            deadline = turn.deadline = now + s  # the phase stays SLEEPING
+                            seq += 1
+                            rec.sleep_seq = seq
+                            later = buckets.get(deadline)
+                            if later is None:  # add_sleeper, inlined
+                                buckets[deadline] = [(seq, rec)]
+                                push(heap, deadline)
+                            else:
+                                later.append((seq, rec))
+                        else:
+                            state.sleep_seq = seq
+                            handler = step_actions.get(action.__class__)
+                            if handler is not None:  # a resource's: it parks, or moves on
+                                handler(state, rec, action)
+                                calls = True
+                                if next_ready or state.to_abort or state.to_dispatch:
+                                    odd = True
+                                holding = holding or state.holds
+                            else:
+                                take_action(state, rec, action, next_ready)
+                                odd = calls = True
+                            seq = state.sleep_seq
+                    except BaseException as exc:
+                        state.sleep_seq = seq
+                        fail(state, rec, exc, "StepBehaviors")
+                        seq = state.sleep_seq
+                        odd = calls = True
                 bucket = None
                 # The usual end of a wake-up, in one go: it moved, did nothing but sleep
                 # (or end leaving nothing to abort, or end a hold), nothing stops the run
@@ -610,6 +626,7 @@ class SkipAhead:
                 if more >= clock_at and not halt:
                     clock_at = more + 64
                     lean_until = -1 if systems else min(clock_at, room - 1)
+                    tick_until = tick0 + lean_until
                     halt = perf_counter() > until
                 if changed:  # moving: the next tick is at `now`
                     if halt or (ended and heap and heap[0] <= now):

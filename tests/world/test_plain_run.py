@@ -52,7 +52,10 @@ def _stops(
     watched: bool,
     digest: bool,
     every: int,
+    commands: tuple[tuple[int, str, int], ...] = (),
 ) -> list[Any]:
+    """Snapshots at every stop; ``commands``: (stop, op, agent number) given at that stop
+    (pause, resume, interrupt, cancel), in the ticks that follow."""
     world = World(clock=ManualClock(), interaction_timeout_secs=1.5)
     world.behaviors.register("scripted", scripted)
     _CTX.clear()
@@ -60,9 +63,8 @@ def _stops(
     try:
         if watched:
             world.observe(lambda report, inputs: None)  # every tick whole: no skipping
-        for program in programs:
-            world.spawn("scripted", program)
-        world.spawn(interactive_sleeper, naps, interactive=True)
+        ids = [world.spawn("scripted", program) for program in programs]
+        ids.append(world.spawn(interactive_sleeper, naps, interactive=True))
         world.tick()
         if digest:
             world.digest()  # a world that keeps its digest: each stepped agent is marked
@@ -72,6 +74,9 @@ def _stops(
                 world.run_until_idle(max_ticks=every)
             except TickLimitError:
                 seen.append((world.tick_count, world.now, _snapshot(world)))
+                for at, op, number in commands:
+                    if at == len(seen):
+                        getattr(world, op)(ids[number % len(ids)])
                 continue
             seen.append((world.tick_count, world.now, _snapshot(world)))
             break
@@ -82,18 +87,32 @@ def _stops(
         world.close()
 
 
-@settings(max_examples=60, deadline=None)
+_COMMAND = st.tuples(
+    st.integers(1, 30),
+    st.sampled_from(["pause", "pause", "resume", "resume", "interrupt", "cancel"]),
+    st.integers(0, 12),
+)
+
+
+@settings(max_examples=80, deadline=None)
 @given(
     st.lists(st.lists(_STEP, max_size=8), min_size=1, max_size=12),
     st.lists(st.floats(0.001, 3.0), max_size=3),
     st.booleans(),
     st.sampled_from([1, 2, 3, 7, 50]),
+    st.lists(_COMMAND, max_size=6).map(tuple),
 )
 def test_a_stopped_plain_run_leaves_every_record_as_the_pipeline_does(
-    programs: list[list[tuple[Any, ...]]], naps: list[float], digest: bool, every: int
+    programs: list[list[tuple[Any, ...]]],
+    naps: list[float],
+    digest: bool,
+    every: int,
+    commands: tuple[tuple[int, str, int], ...],
 ) -> None:
-    fast = _stops(programs, naps, watched=False, digest=digest, every=every)
-    whole = _stops(programs, naps, watched=True, digest=digest, every=every)
+    # Paused sleepers are held at their wake-up and step again once resumed; an
+    # interrupt or a cancel abandons a sleep (its entry goes stale).
+    fast = _stops(programs, naps, watched=False, digest=digest, every=every, commands=commands)
+    whole = _stops(programs, naps, watched=True, digest=digest, every=every, commands=commands)
     assert fast == whole
 
 
@@ -106,3 +125,20 @@ def test_sleepers_ending_among_sleepers_leave_nothing_queued() -> None:
         assert fast == _stops(programs, [0.3], watched=True, digest=False, every=every)
         to_abort, finished = fast[-1][2][-2]
         assert to_abort == [] and finished == []
+
+
+def test_a_paused_sleeper_woken_among_others_is_held_until_resumed() -> None:
+    # a2 is paused while it sleeps; it wakes (and is held) between the other agents'
+    # wake-ups in one skipped run, then steps once resumed.
+    programs = [
+        [("sleep", 0.25), ("sleep", 0.5), ("sleep", 0.5)],
+        [("sleep", 0.61), ("sleep", 0.3)],
+        [("sleep", 0.1), ("sleep", 0.2), ("sleep", 0.3), ("sleep", 0.4)],
+    ]
+    commands = ((1, "pause", 1), (2, "resume", 1))
+    for every in (2, 3, 4, 40):
+        runs = [
+            _stops(programs, [], watched=w, digest=False, every=every, commands=commands)
+            for w in (False, True)
+        ]
+        assert runs[0] == runs[1]
