@@ -32,7 +32,7 @@ import heapq
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import esper
@@ -80,7 +80,7 @@ _NOT_NEEDED = {"apply_inputs", "expire_prompts", "collect_outcomes", "mirror_lan
 _WHOLE, _WAKE, _ABORT, _QUIET = "whole", "wake", "abort", "quiet"
 
 
-def _end_holds(state: WorldState, bucket: list[tuple[int, Any]]) -> bool:
+def _end_holds(state: WorldState, bucket: Sequence[tuple[int, Any]]) -> bool:
     """End the holds among a deadline's live sleepers, in order, before any of them steps
     (as `WorldState.wake_sleepers` does); whether there was one."""
     ended = False
@@ -91,7 +91,7 @@ def _end_holds(state: WorldState, bucket: list[tuple[int, Any]]) -> bool:
     return ended
 
 
-def _step_woken(state: WorldState, bucket: list[tuple[int, Any]]) -> None:
+def _step_woken(state: WorldState, bucket: Sequence[tuple[int, Any]]) -> None:
     """Step a deadline's live sleepers, then what their holds' ends resumed (already in
     ``state.ready``), as the whole tick's `step_ready` would: the rare end of a run."""
     resumed = dict(state.ready)
@@ -286,7 +286,8 @@ class SkipAhead:
         # The plain run (below): no host system to ask, nothing created or to forget.
         lean = not systems and not state.created and not state.to_forget
         perf_counter = time.perf_counter
-        bucket: list[tuple[int, Any]] | None = None  # the next deadline's, popped already
+        # The next deadline's, popped already (emptied once the plain run stepped it).
+        bucket: list[tuple[int, Any]] | tuple[()] | None = None
         # The tick's flags, reset where they are read (not at each tick's start: a plain
         # wake-up pays for none of it): `calls`, a call-out made changes of its own (see
         # below); `ended`, a behaviour ended; `odd`, one did something other than end,
