@@ -142,3 +142,17 @@ def test_a_paused_sleeper_woken_among_others_is_held_until_resumed() -> None:
             for w in (False, True)
         ]
         assert runs[0] == runs[1]
+
+
+def test_a_tie_after_an_ending_finds_the_abort_queue_cleared() -> None:
+    # a1 ends at 0.5 s among sleepers; a2 and a3 both wake at 1.0 s (a tie, stepped by
+    # the general loop in a tick the plain run begins after the quiet tick's abort).
+    programs = [
+        [("sleep", 0.5)],
+        [("sleep", 1.0), ("sleep", 1.0)],
+        [("sleep", 1.0), ("sleep", 1.5)],
+        [("sleep", 0.3), ("sleep", 2.0)],
+    ]
+    for every in (2, 3, 4, 5, 6, 1000):
+        runs = [_stops(programs, [], watched=w, digest=False, every=every) for w in (False, True)]
+        assert runs[0] == runs[1]
