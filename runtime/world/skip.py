@@ -332,16 +332,15 @@ class SkipAhead:
                     # it cannot begin here), or with a tie's tick begun for the general
                     # loop to step.
                     entry, rec = only
+                    handed = False  # a tick left unstepped for the general loop
                     while True:  # `rec` sleeps until `now`, tick `tick`: step it
                         if rec.status.kind is paused:
                             bucket = [(entry, rec)]  # the general loop holds it
-                            stepped = 0
+                            handed = True
                             break
                         turn = rec.turn
                         if marking:
                             dirty[rec.ordinal] = rec
-                        stepped = 1
-                        bucket = ()  # nothing left for the general loop to step
                         try:
                             action = turn.behavior.send(None)  # type: ignore[union-attr]
                         except StopIteration as stop:
@@ -461,7 +460,7 @@ class SkipAhead:
                             tick += 2
                             state.tick = tick
                             bucket = found
-                            stepped = 0
+                            handed = True
                             break
                         if rec.sleep_seq != entry:
                             buckets[deadline] = found  # stale: the general code drops it
@@ -475,6 +474,11 @@ class SkipAhead:
                         tick += 2
                         state.tick = tick
                     more = tick - tick0
+                    if handed:
+                        stepped = 0
+                    else:  # the last tick's sleeper stepped: nothing left to step
+                        stepped = 1
+                        bucket = ()
                     if deferred is not None:
                         push(heap, deferred)
                         deferred = None
