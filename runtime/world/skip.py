@@ -32,12 +32,12 @@ import heapq
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import esper
 
-from components import StatusKind
+from components import AgentSpec, Phase, StatusKind
 from runtime.clock import Clock, ManualClock
 from runtime.hub import InteractionHub
 from runtime.lane.tool_lane import ToolLane
@@ -80,7 +80,7 @@ _NOT_NEEDED = {"apply_inputs", "expire_prompts", "collect_outcomes", "mirror_lan
 _WHOLE, _WAKE, _ABORT, _QUIET = "whole", "wake", "abort", "quiet"
 
 
-def _end_holds(state: WorldState, bucket: list[tuple[int, Any]]) -> bool:
+def _end_holds(state: WorldState, bucket: Sequence[tuple[int, Any]]) -> bool:
     """End the holds among a deadline's live sleepers, in order, before any of them steps
     (as `WorldState.wake_sleepers` does); whether there was one."""
     ended = False
@@ -91,7 +91,7 @@ def _end_holds(state: WorldState, bucket: list[tuple[int, Any]]) -> bool:
     return ended
 
 
-def _step_woken(state: WorldState, bucket: list[tuple[int, Any]]) -> None:
+def _step_woken(state: WorldState, bucket: Sequence[tuple[int, Any]]) -> None:
     """Step a deadline's live sleepers, then what their holds' ends resumed (already in
     ``state.ready``), as the whole tick's `step_ready` would: the rare end of a run."""
     resumed = dict(state.ready)
@@ -102,6 +102,23 @@ def _step_woken(state: WorldState, bucket: list[tuple[int, Any]]) -> None:
             (state.held if rec.status.kind is paused else state.ready)[rec.ordinal] = rec
     state.ready.update(resumed)
     step_ready(state)
+
+
+def _take_other(state: WorldState, rec: Any, action: Any, next_ready: dict[int, Any]) -> bool:
+    """Take what a stepped sleeper yielded other than a positive float ``Sleep``, as the
+    run's general loop takes it: another positive sleep (an int's), a step action (a
+    resource's) or anything else through `take_action`; whether the tick must end the
+    run (the agent did something but sleep or park)."""
+    if action.__class__ is Sleep and not (s := action.seconds) <= 0 and s > 0:
+        deadline = rec.turn.deadline = state.now + s
+        state.add_sleeper(rec, deadline)
+        return False
+    handler = state.step_actions.get(action.__class__)
+    if handler is not None:  # a resource's: it parks, or moves on
+        handler(state, rec, action)
+        return bool(next_ready or state.to_abort or state.to_dispatch)
+    take_action(state, rec, action, next_ready)
+    return True
 
 
 class SkipAhead:
@@ -242,7 +259,7 @@ class SkipAhead:
         clock = self.clock
         assert isinstance(clock, ManualClock)  # whose lock `_skip_ahead` holds
         heap, buckets = state.sleepers, state.sleep_buckets
-        pop, push = heapq.heappop, heapq.heappush
+        pop, push, pushpop = heapq.heappop, heapq.heappush, heapq.heappushpop
         held, dirty, next_ready = state.held, state.dirty, state.ready
         arrived, timer_heap = self._inbox._arrived, self._timers._heap
         observers = self._observers
@@ -250,6 +267,8 @@ class SkipAhead:
         step_actions = state.step_actions
         finished, keep = state.finished, state.keep_finished
         paused, sleep = StatusKind.PAUSED, Sleep
+        done, complete = Phase.DONE, StatusKind.COMPLETE
+        to_abort, joiners = state.to_abort, state.joiners
         # A world that keeps no dirty set (no digest was ever asked for: see
         # `TickMachine._record_nothing`) drops it at its next whole tick anyway; the
         # stepped agents are then marked by saying it was dropped, not one by one.
@@ -257,11 +276,18 @@ class SkipAhead:
         if not marking:
             self._dirty_dropped = True
         seq = state.sleep_seq
-        tick = state.tick
+        tick = tick0 = state.tick
         more = 0
         clock_at = 64  # the next `more` at which `until` is looked at
+        # Below which `more` a wake-up may count the quiet tick and begin the next in one
+        # go: two ticks of `room` left, `clock_at` not reached, no host system to ask.
+        lean_until = -1 if systems else min(clock_at, room - 1)
+        tick_until = tick0 + lean_until  # the same, as a tick number (the plain run's)
+        # The plain run (below): no host system to ask, nothing created or to forget.
+        lean = not systems and not state.created and not state.to_forget
         perf_counter = time.perf_counter
-        bucket: list[tuple[int, Any]] | None = None  # the next deadline's, popped already
+        # The next deadline's, popped already (emptied once the plain run stepped it).
+        bucket: list[tuple[int, Any]] | tuple[()] | None = None
         # The tick's flags, reset where they are read (not at each tick's start: a plain
         # wake-up pays for none of it): `calls`, a call-out made changes of its own (see
         # below); `ended`, a behaviour ended; `odd`, one did something other than end,
@@ -269,6 +295,7 @@ class SkipAhead:
         # holds are live (only call-outs start or end one), so the step looks for them.
         ended = odd = calls = False
         holding = state.holds
+        deferred: float | None = None  # a new deadline the plain run has not pushed yet
         try:  # `seq` goes back into `state` whichever way the run ends
             while True:  # one wake-up tick at `now`, numbered `tick`
                 # The tick's counts are 0 in `state` (each tick begins so): a positive sleep
@@ -291,6 +318,172 @@ class SkipAhead:
                         _step_woken(state, bucket)
                         seq = state.sleep_seq
                         return more, now, False
+                if (
+                    lean
+                    and not holding
+                    and len(bucket) == 1
+                    and (only := bucket[0])[1].sleep_seq == only[0]
+                ):
+                    # The plain run: one live sleeper at each instant, sleeping again or
+                    # ending with nothing to abort, tick after tick in this loop alone (the
+                    # general code below does the same step by step). It leaves with the
+                    # tick's agent stepped (`bucket` emptied) for the general end of the
+                    # tick as soon as anything else happens (a call-out, a stop, a deadline
+                    # it cannot begin here), or with a tie's tick begun for the general
+                    # loop to step.
+                    entry, rec = only
+                    handed = False  # a tick left unstepped for the general loop
+                    while True:  # `rec` sleeps until `now`, tick `tick`: step it
+                        if rec.status.kind is paused:
+                            bucket = [(entry, rec)]  # the general loop holds it
+                            handed = True
+                            break
+                        turn = rec.turn
+                        if marking:
+                            dirty[rec.ordinal] = rec
+                        try:
+                            action = turn.behavior.send(None)  # type: ignore[union-attr]
+                        except StopIteration as stop:
+                            if not (
+                                rec._extras is None
+                                and rec.handle is None
+                                and not rec.prompts
+                                and keep is None
+                                and not joiners
+                                and not rec._comps[AgentSpec].interactive
+                            ):
+                                if deferred is not None:  # onto the heap before a call-out
+                                    push(heap, deferred)
+                                    deferred = None
+                                state.sleep_seq = seq
+                                end_turn(state, rec, stop.value)
+                                seq = state.sleep_seq
+                                ended = calls = True
+                                break
+                            # `_end_plain` of a live sleeper, inlined: it is in no index
+                            # set (not ready, held or awaiting a lane), not terminal (a
+                            # live entry never is), its finished generator has nothing to
+                            # close, and the abort it queues has nothing to do (see
+                            # `nothing_to_abort`): the next tick only clears the queue.
+                            turn.behavior = None
+                            turn.phase = done
+                            turn.inflight = turn.deadline = turn.send_value = None
+                            rec.sleep_seq = 0
+                            rec.result = stop.value
+                            status = rec.status
+                            status.kind, status.reason, status.message = complete, None, ""
+                            to_abort.append(rec)
+                            state.changed_this_tick += 1
+                            ended = True
+                        except BaseException as exc:  # as in step_ready
+                            if deferred is not None:
+                                push(heap, deferred)
+                                deferred = None
+                            state.sleep_seq = seq
+                            fail(state, rec, exc)
+                            seq = state.sleep_seq
+                            odd = calls = True
+                            break
+                        else:
+                            # A positive float sleep, compared without a C-level call (the
+                            # float compare is specialized); any other action goes to
+                            # `_take_other`, as the general loop would take it.
+                            if (
+                                action.__class__ is sleep
+                                and (s := action.seconds).__class__ is float
+                                and s > 0.0
+                            ):
+                                deadline = turn.deadline = now + s  # still SLEEPING
+                                seq += 1
+                                rec.sleep_seq = seq
+                                later = buckets.get(deadline)
+                                if later is None:  # add_sleeper, inlined
+                                    buckets[deadline] = [(seq, rec)]
+                                    if deferred is not None:
+                                        push(heap, deferred)
+                                    deferred = deadline  # pushed as the next is popped
+                                else:
+                                    later.append((seq, rec))
+                            else:
+                                if deferred is not None:
+                                    push(heap, deferred)
+                                    deferred = None
+                                state.sleep_seq = seq
+                                try:
+                                    if _take_other(state, rec, action, next_ready):
+                                        odd = True
+                                except BaseException as exc:
+                                    fail(state, rec, exc, "StepBehaviors")
+                                    odd = True
+                                seq = state.sleep_seq
+                                calls = True
+                                holding = state.holds
+                                break
+                        # The quiet tick after it and the next deadline's tick, counted as
+                        # the general code counts them, when nothing stops the run there.
+                        if (
+                            tick >= tick_until
+                            or arrived
+                            or timer_heap
+                            or observers
+                            or (deferring and flags.pending)
+                            or self._probe is not None
+                            or self._recorder is not None
+                        ):
+                            break
+                        # The next deadline: the last new one pushed as it is popped (one
+                        # pass over the heap, none when it is the earliest).
+                        if deferred is not None:
+                            deadline = pushpop(heap, deferred)
+                            deferred = None
+                        elif heap:
+                            deadline = pop(heap)
+                        else:
+                            break
+                        if deadline <= now or deadline >= limit or deadline.__class__ is not float:
+                            push(heap, deadline)  # the general code takes it from here
+                            break
+                        found = buckets.pop(deadline)
+                        try:
+                            ((entry, rec),) = found
+                        except ValueError:  # a tie: its tick is begun for the general loop
+                            first = found[0]
+                            if first[1].sleep_seq != first[0]:
+                                buckets[deadline] = found  # stale: the general code drops it
+                                push(heap, deadline)
+                                break
+                            if ended:  # the quiet tick's abort: only forgetting them
+                                state.changed_this_tick = 0
+                                to_abort.clear()
+                                ended = False
+                            now = state.now = clock._now = deadline
+                            tick += 2
+                            state.tick = tick
+                            bucket = found
+                            handed = True
+                            break
+                        if rec.sleep_seq != entry:
+                            buckets[deadline] = found  # stale: the general code drops it
+                            push(heap, deadline)
+                            break
+                        if ended:  # the quiet tick's abort: only forgetting them
+                            state.changed_this_tick = 0
+                            to_abort.clear()
+                            ended = False
+                        now = state.now = clock._now = deadline
+                        tick += 2
+                        state.tick = tick
+                    more = tick - tick0
+                    if handed:
+                        stepped = 0
+                    else:  # the last tick's sleeper stepped: nothing left to step
+                        stepped = 1
+                        bucket = ()
+                    if deferred is not None:
+                        push(heap, deferred)
+                        deferred = None
+                    if ended:  # the ends' counts are in `state`, as a call-out's
+                        calls = True
                 for entry, rec in bucket:
                     if rec.sleep_seq != entry:
                         continue  # a stale entry: the sleep was abandoned
@@ -351,6 +544,58 @@ class SkipAhead:
                         seq = state.sleep_seq
                         odd = calls = True
                 bucket = None
+                # The usual end of a wake-up, in one go: it moved, did nothing but sleep
+                # (or end leaving nothing to abort, or end a hold), nothing stops the run
+                # and the next live deadline is after `now` and before `limit`: the quiet
+                # tick after it is counted and that deadline's tick begun, as the general
+                # code below does step by step (~half of a plain wake-up's bytecodes).
+                if (
+                    stepped
+                    and more < lean_until
+                    and (
+                        not calls
+                        or (
+                            not odd
+                            and (
+                                not ended
+                                or not (
+                                    state.ready
+                                    or state.to_dispatch
+                                    or state.prompt_changed
+                                    or state.to_interrupt
+                                    or state.created
+                                    or state.to_forget
+                                    or (keep is not None and len(finished) > keep)
+                                    or not nothing_to_abort(state.to_abort)
+                                )
+                            )
+                        )
+                    )
+                    and not (arrived or timer_heap or observers or (deferring and flags.pending))
+                    and self._probe is None
+                    and self._recorder is None
+                    and heap
+                    and now < (deadline := heap[0]) < limit
+                ):
+                    found = buckets.pop(pop(heap))
+                    first = found[0]
+                    if first[1].sleep_seq == first[0]:
+                        if calls:  # the counts the call-outs made were that tick's
+                            state.changed_this_tick = state.stepped = 0
+                            if ended:  # the quiet tick's abort: only forgetting them
+                                state.to_abort.clear()
+                            ended = calls = False
+                            holding = state.holds
+                        bucket = found
+                        now = state.now = clock._now = (
+                            deadline if deadline.__class__ is float else float(deadline)
+                        )
+                        more += 2
+                        tick += 2
+                        state.tick = tick
+                        continue
+                    buckets[deadline] = found  # stale: the general code drops it
+                    push(heap, deadline)
                 if not calls:
                     changed = stepped
                 else:
@@ -385,6 +630,8 @@ class SkipAhead:
                 )
                 if more >= clock_at and not halt:
                     clock_at = more + 64
+                    lean_until = -1 if systems else min(clock_at, room - 1)
+                    tick_until = tick0 + lean_until
                     halt = perf_counter() > until
                 if changed:  # moving: the next tick is at `now`
                     if halt or (ended and heap and heap[0] <= now):
@@ -445,6 +692,8 @@ class SkipAhead:
                             return more, now, True
         finally:
             state.sleep_seq = seq
+            if deferred is not None:
+                push(heap, deferred)
 
     def _skip_ahead(self, budget: int) -> tuple[int, bool]:  # noqa: PLR0915 - hot
         """Run the ticks ``run_until_idle`` would run from this fixed point while only
