@@ -143,6 +143,7 @@ class SkipAhead:
     _dirty_dropped: bool
     _pipeline: list[Any]  # the built-in systems, in order (host systems are esper's)
     _stages: list[str]
+    _close_after_tick: float | None  # `close()` asked for during a tick (`World.close`)
 
     # Provided by `TickMachine`.
     def _in_esper(self) -> Any:
@@ -748,7 +749,7 @@ class SkipAhead:
                     end = min(budget, ran + SKIP_SLICE)
                     until = time.perf_counter() + WAKE_SLICE
                     now = clock.now()
-                    if len(inbox):
+                    if len(inbox) or self._close_after_tick is not None:
                         break
                     while ran < end or begun:
                         if begun:  # a quiet tick counted below found host work
@@ -876,6 +877,7 @@ class SkipAhead:
                             or self._probe is not None
                             or self._recorder is not None
                             or len(host.systems) != hosted
+                            or self._close_after_tick is not None  # host code closed it
                         ):
                             return ran, moving or sent
                         if (

@@ -878,3 +878,16 @@ def test_ticking_a_started_world_from_another_thread_is_refused(make_world):
     finally:
         world.stop()
     world.tick()  # stopped: the host may tick it again
+
+
+def test_a_host_timer_closing_the_world_ends_run_until_idle(make_world):
+    import esper
+
+    esper.switch_world("default")
+    world = make_world()
+    world.spawn(lambda turn: (yield Sleep(5)))
+    world.call_at(1.0, world.close)
+    ran = world.run_until_idle()
+    assert world.closed and ran == world.tick_count
+    assert world.now == 1.0  # the tick at the timer's time was the last
+    assert esper.current_world == "default" and world.name not in esper.list_worlds()
