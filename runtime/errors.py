@@ -6,6 +6,7 @@ Catch ``TickworkError`` to handle anything tickwork raises on purpose. The tree:
     ├── ConfigError            a bad argument or setting (also a ValueError)
     │   └── ScenarioError      a scenario file that does not validate (names file, key, line)
     ├── UnknownAgentError      a command names an agent the world never had (also a KeyError)
+    ├── JoinCycleError         a ``Join`` that would wait for ever (itself, or a cycle)
     ├── DuplicateRequestError  a prompt opened with an id that is already open
     ├── LaneClosedError        a job submitted to a lane after ``close()``
     ├── WorldClosedError       a command sent to a world after ``close()``
@@ -32,6 +33,7 @@ __all__ = [
     "ConfigError",
     "ControlError",
     "DuplicateRequestError",
+    "JoinCycleError",
     "JournalError",
     "LaneClosedError",
     "ModelError",
@@ -67,6 +69,16 @@ class UnknownAgentError(TickworkError, KeyError):
     def __str__(self) -> str:
         # KeyError.__str__ would wrap the message in quotes.
         return str(self.args[0]) if self.args else ""
+
+
+class JoinCycleError(TickworkError):
+    """A ``Join`` would wait for ever: the agent joins itself, or an agent that waits (by
+    its own ``Join``, directly or through others) for the joining agent. Thrown into the
+    behaviour at its ``Join``; ``cycle`` lists the ids around the loop, the joiner first."""
+
+    def __init__(self, message: str, cycle: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.cycle = cycle
 
 
 class DuplicateRequestError(TickworkError):

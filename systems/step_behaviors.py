@@ -7,13 +7,13 @@ from typing import Any
 import esper
 
 from components import Phase, StatusKind
-from runtime.errors import UnknownAgentError
+from runtime.errors import JoinCycleError, UnknownAgentError
 from runtime.world.actions import Ask, CallTools, Join, Sleep, Spawn, Think
 from runtime.world.state import AgentRecord, Throw, WorldState
 
 from .lifecycle import await_children, create_agent, end_turn, fail, finish, resume_with
 
-__all__ = ["StepBehaviors", "step_one", "step_ready", "take_action"]
+__all__ = ["StepBehaviors", "join_cycle", "step_one", "step_ready", "take_action"]
 
 _WORK = (Think, CallTools, Ask)
 
@@ -171,6 +171,10 @@ def take_action(
         if unknown:
             error = UnknownAgentError(f"cannot join unknown agents {unknown}")
             resume_with(state, rec, Throw(error))
+            return
+        cycle = join_cycle(state, rec, action.agent_ids)
+        if cycle is not None:
+            resume_with(state, rec, Throw(_cycle_error(cycle)))
         else:
             await_children(state, rec, action.agent_ids)
     elif cls in state.step_actions:  # taken here and now (a format-2 resource's)
@@ -181,6 +185,59 @@ def take_action(
     else:
         message = f"behaviour yielded {action!r}, which is not an action"
         finish(state, rec, StatusKind.ERROR, message)
+
+
+def join_cycle(
+    state: WorldState, rec: AgentRecord, agent_ids: tuple[str, ...]
+) -> tuple[str, ...] | None:
+    """The loop of joins that ``rec`` joining ``agent_ids`` would close, or None when the
+    join can end: ``(rec.id,)`` for a join of itself, else ``rec.id`` then each agent in
+    turn that would wait for the next, the last waiting for ``rec``.
+
+    Before this join no agents wait in a loop (each join was checked so), so a loop it
+    closes passes through ``rec``: the walk follows the agents among ``agent_ids`` through
+    their own joins and looks for ``rec``. O(agents it reaches).
+    """
+    me = rec.id
+    if me in agent_ids:
+        return (me,)
+    records = state.records
+    reached_from: dict[str, str] = {}
+    todo = []
+    for agent_id in agent_ids:
+        if agent_id not in reached_from:
+            reached_from[agent_id] = me
+            todo.append(agent_id)
+    while todo:
+        agent_id = todo.pop()
+        other = records.get(agent_id)
+        if (
+            other is None
+            or other.turn.phase is not Phase.AWAITING_CHILDREN
+            or other.status.kind.is_terminal
+        ):
+            continue  # it waits for no one: the walk ends here
+        for waited in other.turn.pending:
+            if waited == me:
+                path = [agent_id]
+                while reached_from[path[-1]] != me:
+                    path.append(reached_from[path[-1]])
+                return (me, *reversed(path))
+            if waited not in reached_from:
+                reached_from[waited] = agent_id
+                todo.append(waited)
+    return None
+
+
+def _cycle_error(cycle: tuple[str, ...]) -> JoinCycleError:
+    if len(cycle) == 1:
+        return JoinCycleError(f"agent {cycle[0]!r} cannot join itself", cycle)
+    loop = " -> ".join((*cycle, cycle[0]))
+    return JoinCycleError(
+        f"agent {cycle[0]!r} cannot join {cycle[1]!r}: the join would wait for ever"
+        f" ({loop}, each waiting for the next)",
+        cycle,
+    )
 
 
 def _spawn(state: WorldState, rec: AgentRecord, action: Spawn) -> None:
