@@ -67,14 +67,31 @@ class Observing:
         through the ticks in which only sleepers and host code move (an every-tick
         observer makes each of those a whole tick, report and all).
         """
-        (self._observers if every_tick else self._input_observers).append(fn)
+        # Copy on write, under the tick's lock: a tick calls the list it read, so an
+        # observer that adds or removes one (itself, say) changes the ticks after it, and
+        # never makes the tick in progress skip the observer after it.
+        with self._lock:
+            if every_tick:
+                self._observers = [*self._observers, fn]
+            else:
+                self._input_observers = [*self._input_observers, fn]
 
     def unobserve(self, fn: Callable[[TickReport, list[tuple[int, object]]], object]) -> bool:
-        """Stop calling ``fn`` after ticks; returns whether it was observing."""
-        for observers in (self._observers, self._input_observers):
-            if fn in observers:
-                observers.remove(fn)
-                return True
+        """Stop calling ``fn`` after ticks; returns whether it was observing.
+
+        Safe from an observer (the tick in progress still calls the observers it started
+        with) and from any thread.
+        """
+        with self._lock:
+            for every_tick, observers in ((True, self._observers), (False, self._input_observers)):
+                if fn in observers:
+                    rest = list(observers)
+                    rest.remove(fn)
+                    if every_tick:
+                        self._observers = rest
+                    else:
+                        self._input_observers = rest
+                    return True
         return False
 
     def add_probe(self, probe: Probe) -> None:

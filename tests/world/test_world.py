@@ -753,6 +753,36 @@ def test_an_observer_can_be_removed(make_world):
     assert seen == [1]
 
 
+@pytest.mark.parametrize("path", ["whole tick", "settlement's tick"])
+@pytest.mark.parametrize("every_tick", [True, False])
+def test_an_observer_that_removes_itself_leaves_the_next_one_called(make_world, path, every_tick):
+    # A one-shot observer (it unobserves itself) used to shift the list the tick was
+    # walking: the observer after it was skipped for that tick.
+    world = make_world(interaction_timeout_secs=0)
+    calls: list[tuple[str, int]] = []
+
+    def once(report, inputs):
+        calls.append(("once", report.tick))
+        world.unobserve(once)
+
+    def after(report, inputs):
+        calls.append(("after", report.tick))
+
+    if path == "whole tick":
+        world.spawn(sleeper)  # the tick applies it: a whole tick
+    else:
+        world.spawn(asker, "go")
+        world.run_until_idle()
+        ((_, request),) = world.hub.pending()
+        world.hub.answer(InteractionResponse.text(request.id, "yes"))  # a settlement alone
+    world.observe(once, every_tick=every_tick)
+    world.observe(after, every_tick=every_tick)
+    tick = world.tick().tick
+    assert calls == [("once", tick), ("after", tick)]
+    world.tick()
+    assert ("once", tick + 1) not in calls
+
+
 def test_children_become_known_ids_for_commands_the_tick_they_are_created(make_world):
     def parent(turn):
         yield Spawn(sleeper)
