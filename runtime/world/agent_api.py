@@ -81,6 +81,9 @@ class AgentAPI:
     def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
         raise NotImplementedError
 
+    def _preview_digest(self) -> int:
+        raise NotImplementedError
+
     def spawn(
         self,
         behavior: Behavior | str,
@@ -296,7 +299,15 @@ class AgentAPI:
             return counts
 
     def digest(self) -> str:
-        """The digest of every agent's state now (incremental: O(changed agents))."""
+        """The digest of every agent's state now (incremental: O(changed agents)).
+
+        Asked during a tick (from a host system, a timer, an action handler), it is the
+        digest of the state at that moment, and the tick still records every change it
+        makes (its digest and its journal rows are those of a tick that never asked).
+        """
+        if self._lock._is_owned():  # type: ignore[attr-defined]  # (C RLock's own check)
+            with self._lock:  # (ours already: a tick, or a read holding it, on this thread)
+                return hexdigest(self._preview_digest())
         with self._lock:
             self._fold_dirty(None)
             return hexdigest(self._digest_total)

@@ -301,6 +301,16 @@ class HostECS:
         self.dirty.clear()
         return total
 
+    def preview(self, total: int) -> int:
+        """`fold` without keeping anything: ``total`` with the changed host entities folded
+        in, their digests and the dirty set left for the tick's own fold."""
+        for entity in sorted(self.dirty):
+            old = self.digests.get(entity, 0)
+            comps = self.entities.get(entity)
+            new = 0 if comps is None else agent_digest({"entity": entity, **flatten(comps)})
+            total = combine(total, old, new)
+        return total
+
     def entity_fields(self, entity: int) -> dict[str, Any] | None:
         """A host entity's digest fields now (None if it does not exist)."""
         comps = self.entities.get(entity)

@@ -542,6 +542,22 @@ class TickMachine:
             total = self._host.fold(total, changed)
         self._digest_total = total
 
+    def _preview_digest(self) -> int:
+        """The digest total `_fold_dirty` would reach now, leaving every change to the
+        tick's own fold (``digest()`` asked mid-tick: the tick records what it changed)."""
+        state = self._state
+        if not self._keep_dirty:  # the first fold's step, as `_fold_dirty` takes it
+            self._keep_dirty = True
+            if self._dirty_dropped:
+                self._dirty_dropped = False
+                state.dirty.update((rec.ordinal, rec) for rec in state.records.values())
+        self._host.mark_seen()  # only moves what host code saw into the dirty sets
+        total = self._digest_total
+        for ordinal in sorted(state.dirty):
+            rec = state.dirty[ordinal]
+            total = combine(total, rec.digest, agent_digest(agent_fields(rec)))
+        return self._host.preview(total) if self._host.dirty else total
+
     def _note_new_agents(self) -> None:
         # O(agents created this tick): the host's spawns among them stop being pending,
         # their records hold the ids now (children were known from their creation).
