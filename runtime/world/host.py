@@ -152,6 +152,11 @@ class HostECS:
         self.types: dict[str, type] = {}  # component types known by name (for decoding)
         self.actions: dict[type, ActionHandler] = state.host_actions
         self.systems: list[tuple[int, HostSystem]] = []  # (gap, system), in order added
+        # While `esper.process` walks the pipeline (`TickMachine._tick_body`): systems
+        # added then wait in `deferred` (gap, system, priority) for the walk to end, for
+        # esper's add re-sorts the very list it walks (a system adding one ran for ever).
+        self.processing = False
+        self.deferred: list[tuple[int, HostSystem, int]] = []
         self.errors: list[str] = []  # what host code raised this tick
         self.sorted_queries: dict[tuple[type, ...], tuple[list[Any], list[Any]]] = {}
         # What host code was handed live host components of since the last digest: it may

@@ -128,7 +128,9 @@ class HostAPI:
         ``after``/``before`` name a stage (``apply_inputs``, ..., ``step_behaviors``, ...,
         ``mirror_lane_stats``); with neither it runs right after ``step_behaviors``.
         Systems at one place run in the order added. Add systems before the world runs, or
-        between ticks: a replay must add the same ones (``replay(path, setup=fn)``).
+        between ticks: a replay must add the same ones (``replay(path, setup=fn)``). One
+        added by host code during a tick's pipeline (a system, an action handler) runs
+        from the next tick on.
 
         ``run_if(ctx)``, when given, is asked in each tick where the system's turn comes,
         and ``fn`` runs only if it is true: a system with nothing to do then costs nothing,
@@ -149,9 +151,13 @@ class HostAPI:
         gap = host.gap(self._stages, after, before)
         name = name or str(getattr(fn, "__name__", repr(fn)))
         system = HostSystem(host, fn, name, run_if)
+        priority = gap_priority(gap, len(self._stages))
         with self._ticking():
+            if host.processing:  # from host code inside the pipeline: from the next tick
+                host.deferred.append((gap, system, priority))
+                return
             host.systems.append((gap, system))
-            esper.add_processor(system, gap_priority(gap, len(self._stages)))
+            esper.add_processor(system, priority)
 
     def add_action(
         self, action_type: type, handler: Callable[[SystemContext, str, Any], object]

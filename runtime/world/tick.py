@@ -245,7 +245,14 @@ class TickMachine:
             holding.hold()
         try:
             if self._host.systems or not self._lean_tick(state, inputs):
-                esper.process(state)
+                host = self._host
+                host.processing = True
+                try:
+                    esper.process(state)
+                finally:
+                    host.processing = False
+                    if host.deferred:
+                        self._add_deferred_systems()
             state.inputs = []
             if state.created:
                 self._note_new_agents()  # before releases: an agent may end where it began
@@ -541,6 +548,14 @@ class TickMachine:
         if self._host.dirty:
             total = self._host.fold(total, changed)
         self._digest_total = total
+
+    def _add_deferred_systems(self) -> None:
+        # The systems host code added while the pipeline ran, in the order added.
+        host = self._host
+        deferred, host.deferred = host.deferred, []
+        for gap, system, priority in deferred:
+            host.systems.append((gap, system))
+            esper.add_processor(system, priority)
 
     def _preview_digest(self) -> int:
         """The digest total `_fold_dirty` would reach now, leaving every change to the

@@ -508,3 +508,41 @@ def test_a_system_query_of_no_class_is_refused_naming_it(make_world):
     assert report.errors == ()  # refused at the call, inside the system that asked
     assert refused[0].endswith("got (5,)") and refused[1].endswith("got ()")
     assert len(refused) == 3
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_system_added_by_a_system_runs_from_the_next_tick_and_once_a_tick(make_world, where):
+    # esper re-sorts the list it is walking when a processor is added: a system adding one
+    # during the pipeline made esper run systems again (and, adding each time, for ever).
+    world = make_world()
+    ran: list[tuple[int, str]] = []
+    added = False
+
+    def named(name):
+        def system(ctx: SystemContext) -> None:
+            ran.append((ctx.tick, name))
+
+        system.__name__ = name
+        return system
+
+    def adder(ctx: SystemContext) -> None:
+        nonlocal added
+        ran.append((ctx.tick, "adder"))
+        if not added:
+            added = True
+            place = (
+                {"before": "apply_inputs"} if where == "before" else {"after": "mirror_lane_stats"}
+            )
+            world.add_system(named("late"), **place)
+
+    world.add_system(adder)
+    world.add_system(named("other"))
+    for _ in range(3):
+        world.tick()
+    late = [(tick, "late") for tick in (2, 3)]
+    rest = [[(tick, "adder"), (tick, "other")] for tick in (1, 2, 3)]
+    if where == "before":
+        expected = rest[0] + [late[0], *rest[1], late[1], *rest[2]]
+    else:
+        expected = rest[0] + [*rest[1], late[0], *rest[2], late[1]]
+    assert ran == expected
