@@ -356,6 +356,12 @@ class Lockstep:
             slot.ended = True
             self._wake_if(slot)
 
+    def hub_event(self, event: object) -> None:
+        """The hub's listener in lockstep: a prompt event a lane job caused waits in its
+        slot (`caused`); any other goes to the inbox."""
+        if not self.caused(event):
+            self._inbox.put(event)
+
     def caused(self, event: object) -> bool:
         """Hold an input a tracked job's own thread caused (a prompt event, a post), or the
         settlement of a prompt whose opening is held; False if it is neither."""

@@ -183,15 +183,6 @@ class TickMachine:
                 if deferring:
                     sigint.leave()  # raises a Ctrl-C that landed during the tick, now it is whole
 
-    def _hub_event(self, event: object) -> None:
-        # Lockstep's hub listener: a prompt event a lane job caused waits in its slot.
-        lockstep = self._lockstep
-        if lockstep is None or not lockstep.caused(event):
-            self._inbox.put(event)
-
-    def _tick_time(self) -> float:
-        return self._state.now
-
     def _tick(
         self,
         inputs: list[tuple[int, object]],

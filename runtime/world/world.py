@@ -14,7 +14,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from types import TracebackType
 from typing import Any
@@ -60,6 +61,44 @@ __all__ = ["REDRIVE_SECS", "TickReport", "World"]
 log = logging.getLogger("tickwork.world")
 
 _world_numbers = itertools.count(1)
+
+# The esper worlds of Worlds collected unclosed that could not go at once (another thread
+# held the esper lock, or the world was esper's current one): the next World made or
+# closed drops them.
+_orphaned: list[str] = []
+
+
+def _drop_esper_world(name: str) -> None:
+    """A World was collected without ``close()``: drop its esper world, which esper's
+    module-global map would otherwise hold, every agent in it, for the process's life.
+
+    A finalizer: it runs on whatever thread the collection happened on, perhaps one that
+    holds locks of its own, so it never waits for the esper lock.
+    """
+    _orphaned.append(name)
+    if _ESPER_LOCK.acquire(blocking=False):
+        try:
+            _drop_orphans()
+        finally:
+            _ESPER_LOCK.release()
+
+
+def _drop_orphans() -> None:
+    # Under the esper lock. A world esper is switched to stays until it no longer is.
+    kept = []
+    while _orphaned:
+        name = _orphaned.pop()
+        if esper.current_world == name:
+            kept.append(name)
+        elif name in esper.list_worlds():
+            esper.delete_world(name)
+    _orphaned.extend(kept)
+
+
+def _tick_time_of(attrs: dict[str, Any]) -> Callable[[], float]:
+    """The time of the world's tick, read through its attributes (``world.__dict__``), not
+    the world: what the effects hold must not keep an unclosed World alive."""
+    return lambda: float(attrs["_state"].now)
 
 
 # The order of the bases matters: a mixin's stub of a method another provides comes after it.
@@ -134,7 +173,7 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         self.hub = InteractionHub(
             clock=self.clock if self._lockstep is None else self._lockstep.hub_clock(),
             timeout_secs=interaction_timeout_secs,
-            listener=self._inbox.put if self._lockstep is None else self._hub_event,
+            listener=self._inbox.put if self._lockstep is None else self._lockstep.hub_event,
         )
         self.hub.attach_wake(self.wake)
         self.tools = tools if tools is not None else ToolRegistry()
@@ -197,6 +236,11 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         self._recorder: MetricsRecorder | None = None
         self._name = f"tickwork-{next(_world_numbers)}"
         self._stages = self._install_pipeline()
+        # A world dropped unclosed takes its esper world with it: nothing below the World
+        # refers to it (the effects read the tick's time through its attributes, the hub
+        # tells lockstep, not the world), so it can be collected though esper holds them.
+        self._forget_esper = weakref.finalize(self, _drop_esper_world, self._name)
+        self._forget_esper.atexit = False
         if journal is not None:
             journal.begin(self._settings())
 
@@ -206,6 +250,7 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         from systems import LaneGauge, build_pipeline  # systems import the world's data types
 
         with _ESPER_LOCK, self._in_esper():
+            _drop_orphans()
             for name in ("tools", "inference"):
                 esper.create_entity(LaneGauge(name, LaneStats(name=name)))
             pipeline = build_pipeline(
@@ -256,7 +301,7 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
             models=self.models,
             tools_can_ask=self._tool_executor is None,
             lockstep=self._lockstep,
-            now=self._tick_time,
+            now=_tick_time_of(self.__dict__),
             streams=self.streams,
             usage=self._usage,
         )
@@ -328,6 +373,8 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
                     esper.switch_world("default")
                 if self._name in esper.list_worlds():
                     esper.delete_world(self._name)
+                _drop_orphans()
+            self._forget_esper.detach()
 
     def __enter__(self) -> World:
         return self
