@@ -99,8 +99,8 @@ def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
             request.kind is _CHOICE or request.kind.__class__ is not InteractionKind
         ):
             # A hand-built request the hub would refuse, refused here, where a replay (which
-            # opens no prompt) refuses it at the same step. Not a request at all fails
-            # below, reading its id, as it always did.
+            # opens no prompt) refuses it at the same step. (Not a request at all cannot
+            # get here: `Ask` refuses it when it is made.)
             check_request(request)
         if not request.id:
             request = request.with_id(mint(rec, "p"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any, Protocol, TypeAlias, TypeVar, overload
 
 from components import Entry, InteractionRequest, ToolCall
@@ -67,15 +68,28 @@ class CallTools:
         _set_calls(self, calls)
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Ask:
     """Put ``request`` to a person; the result is the ``InteractionResponse``.
 
     A cancelled or expired prompt gives the neutral response (``value == ""``).
+
+    Raises:
+        TypeError: ``request`` is not an ``InteractionRequest``.
     """
 
     request: InteractionRequest
+
+    def __init__(self, request: InteractionRequest) -> None:
+        given: object = request  # typed callers are right; untyped ones are checked
+        if given.__class__ is not InteractionRequest and not isinstance(given, InteractionRequest):
+            hint = (
+                f" (a question in words: Ask(InteractionRequest.free_text('', {given!r})))"
+                if isinstance(given, str)
+                else ""
+            )
+            raise TypeError(f"Ask takes an InteractionRequest, got {given!r}{hint}")
+        _set_request(self, request)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -83,6 +97,9 @@ class Sleep:
     """Wait until ``world.now`` has passed now + ``seconds``; the result is None.
 
     ``Sleep(0)`` resumes at the next tick.
+
+    Raises:
+        TypeError: ``seconds`` is not a real number (a string, None).
     """
 
     seconds: float
@@ -93,6 +110,10 @@ class Sleep:
     def __new__(cls, seconds: float) -> Sleep:
         if seconds is _ZERO and cls is Sleep:
             return _SLEEP_0
+        given: object = seconds  # typed callers are right; untyped ones are checked
+        kind = given.__class__
+        if kind is not float and kind is not int and not isinstance(given, Real):
+            raise TypeError(f"Sleep takes a number of seconds, got {given!r}")
         self = _new_object(cls)
         _set_seconds(self, seconds)
         return self
@@ -125,6 +146,7 @@ class Join:
 _new_object = object.__new__
 _set_calls = CallTools.__dict__["calls"].__set__
 _set_seconds = Sleep.__dict__["seconds"].__set__
+_set_request = Ask.__dict__["request"].__set__
 _set_agent_ids = Join.__dict__["agent_ids"].__set__
 _ZERO: object = 0  # the int 0 (CPython shares small ints, so `is` finds it)
 _SLEEP_0 = _new_object(Sleep)

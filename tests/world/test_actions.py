@@ -70,3 +70,45 @@ def test_call_tools_refuses_a_non_call_and_repeated_ids_naming_them() -> None:
         CallTools("grep")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"\['c1', 'c1'\]"):
         CallTools(ToolCall("c1", "a", {}), ToolCall("c1", "b", {}))
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Sleep("1"), "Sleep takes a number of seconds, got '1'"),
+        (lambda: Sleep(None), "Sleep takes a number of seconds, got None"),
+        (
+            lambda: Ask("hello"),  # type: ignore[arg-type]
+            "Ask takes an InteractionRequest, got 'hello' (a question in words:"
+            " Ask(InteractionRequest.free_text('', 'hello')))",
+        ),
+        (lambda: Ask(None), "Ask takes an InteractionRequest, got None"),  # type: ignore[arg-type]
+    ],
+    ids=["sleep-str", "sleep-none", "ask-str", "ask-none"],
+)
+def test_an_action_of_the_wrong_kind_of_value_is_refused_where_it_is_made(make, message) -> None:
+    # It used to be made, then fail the agent inside the step or the dispatch with a
+    # message about `<=` or `.id` (no word of the action or the value).
+    with pytest.raises(TypeError) as caught:
+        make()
+    assert str(caught.value) == message
+
+
+def test_a_behaviour_that_builds_a_bad_sleep_fails_with_that_message(make_world) -> None:
+    def bad(turn):
+        yield Sleep("5")
+
+    world = make_world()
+    agent = world.spawn(bad)
+    world.run_until_idle(max_ticks=5)
+    assert world.status(agent).message == "TypeError: Sleep takes a number of seconds, got '5'"
+
+
+@pytest.mark.parametrize("seconds", [1, 2.5, True, 10**30])
+def test_a_sleep_takes_any_real_number(seconds) -> None:
+    import fractions
+
+    import numpy as np
+
+    for value in (seconds, np.float64(seconds), fractions.Fraction(seconds)):
+        assert Sleep(value).seconds == value
