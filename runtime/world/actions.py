@@ -40,13 +40,26 @@ __all__ = [
 # ~280 ns on this machine.
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Think:
-    """Ask the model ``model`` to complete ``prompt``; the result is a ``ModelReply``."""
+    """Ask the model ``model`` to complete ``prompt``; the result is a ``ModelReply``.
+
+    Raises:
+        TypeError: ``prompt`` or ``model`` is not a string.
+    """
 
     prompt: str
     model: str = "default"
+
+    def __init__(self, prompt: str, model: str = "default") -> None:
+        text: object = prompt  # typed callers are right; untyped ones are checked
+        name: object = model
+        if text.__class__ is not str and not isinstance(text, str):
+            raise TypeError(f"Think takes the prompt as a string, got {text!r}")
+        if name.__class__ is not str and not isinstance(name, str):
+            raise TypeError(f"Think takes the model's name as a string, got {name!r}")
+        _set_prompt(self, prompt)
+        _set_model(self, model)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -144,6 +157,8 @@ class Join:
 
 
 _new_object = object.__new__
+_set_prompt = Think.__dict__["prompt"].__set__
+_set_model = Think.__dict__["model"].__set__
 _set_calls = CallTools.__dict__["calls"].__set__
 _set_seconds = Sleep.__dict__["seconds"].__set__
 _set_request = Ask.__dict__["request"].__set__

@@ -83,12 +83,18 @@ def test_call_tools_refuses_a_non_call_and_repeated_ids_naming_them() -> None:
             " Ask(InteractionRequest.free_text('', 'hello')))",
         ),
         (lambda: Ask(None), "Ask takes an InteractionRequest, got None"),  # type: ignore[arg-type]
+        (lambda: Think(5), "Think takes the prompt as a string, got 5"),  # type: ignore[arg-type]
+        (
+            lambda: Think("plan", None),  # type: ignore[arg-type]
+            "Think takes the model's name as a string, got None",
+        ),
     ],
-    ids=["sleep-str", "sleep-none", "ask-str", "ask-none"],
+    ids=["sleep-str", "sleep-none", "ask-str", "ask-none", "think-int", "think-model-none"],
 )
 def test_an_action_of_the_wrong_kind_of_value_is_refused_where_it_is_made(make, message) -> None:
     # It used to be made, then fail the agent inside the step or the dispatch with a
-    # message about `<=` or `.id` (no word of the action or the value).
+    # message about `<=` or `.id` (no word of the action or the value), or (`Think`) go
+    # to the model as it was.
     with pytest.raises(TypeError) as caught:
         make()
     assert str(caught.value) == message
