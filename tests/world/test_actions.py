@@ -118,3 +118,27 @@ def test_a_sleep_takes_any_real_number(seconds) -> None:
 
     for value in (seconds, np.float64(seconds), fractions.Fraction(seconds)):
         assert Sleep(value).seconds == value
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (ToolCall(5, "grep", {}), "`id` must be a string, got 5"),  # type: ignore[arg-type]
+        (ToolCall("c1", None, {}), "`name` must be a string, got None"),  # type: ignore[arg-type]
+        (ToolCall("c1", "grep", 5), "`args` must be a mapping, got 5"),  # type: ignore[arg-type]
+        (ToolCall("c1", "grep", None), "`args` must be a mapping, got None"),  # type: ignore[arg-type]
+    ],
+    ids=["id", "name", "args-int", "args-none"],
+)
+def test_call_tools_refuses_a_call_whose_fields_are_of_the_wrong_kind(call, message) -> None:
+    # They used to reach the tool as they were (args=5 was handed to the tool function).
+    with pytest.raises(TypeError) as caught:
+        CallTools(call)
+    assert str(caught.value) == f"{call!r}: {message}"
+
+
+def test_call_tools_takes_any_mapping_as_args() -> None:
+    from types import MappingProxyType
+
+    call = ToolCall("c1", "grep", MappingProxyType({"q": "x"}))
+    assert CallTools(call).calls == (call,)
