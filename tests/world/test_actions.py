@@ -121,20 +121,29 @@ def test_a_sleep_takes_any_real_number(seconds) -> None:
 
 
 @pytest.mark.parametrize(
-    ("call", "message"),
+    ("fields", "message"),
     [
-        (ToolCall(5, "grep", {}), "`id` must be a string, got 5"),  # type: ignore[arg-type]
-        (ToolCall("c1", None, {}), "`name` must be a string, got None"),  # type: ignore[arg-type]
-        (ToolCall("c1", "grep", 5), "`args` must be a mapping, got 5"),  # type: ignore[arg-type]
-        (ToolCall("c1", "grep", None), "`args` must be a mapping, got None"),  # type: ignore[arg-type]
+        ((5, "grep", {}), "`id` must be a string, got 5"),
+        (("c1", None, {}), "`name` must be a string, got None"),
+        (("c1", "grep", 5), "`args` must be a mapping, got 5"),
+        (("c1", "grep", None), "`args` must be a mapping, got None"),
+        (("c1", "grep", [("q", "x")]), "`args` must be a mapping, got [('q', 'x')]"),
     ],
-    ids=["id", "name", "args-int", "args-none"],
+    ids=["id", "name", "args-int", "args-none", "args-pairs"],
 )
-def test_call_tools_refuses_a_call_whose_fields_are_of_the_wrong_kind(call, message) -> None:
+def test_a_tool_call_whose_fields_are_of_the_wrong_kind_is_refused_where_it_is_made(
+    fields, message
+) -> None:
     # They used to reach the tool as they were (args=5 was handed to the tool function).
     with pytest.raises(TypeError) as caught:
-        CallTools(call)
-    assert str(caught.value) == f"{call!r}: {message}"
+        ToolCall(*fields)
+    assert str(caught.value) == f"ToolCall: {message}"
+
+
+def test_a_tool_call_without_args_gets_a_new_empty_dict_each() -> None:
+    first, second = ToolCall("c1", "grep"), ToolCall("c2", "grep")
+    assert first.args == {} and first.args is not second.args
+    assert ToolCall("c1", "grep") == ToolCall("c1", "grep", {})
 
 
 def test_call_tools_takes_any_mapping_as_args() -> None:
