@@ -7,13 +7,12 @@ actions and receives each action's result; returning ends the turn.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from numbers import Real
 from typing import Any, Protocol, TypeAlias, TypeVar, overload
 
 from components import Entry, InteractionRequest, ToolCall
-from components._frozen import fast_frozen_init
 from runtime.world.host_data import copy_component
 
 __all__ = [
@@ -33,11 +32,13 @@ __all__ = [
 
 # Actions are built on every step of every agent, so each is a frozen slotted dataclass
 # (equality, hashing, repr, pickling and ``dataclasses.fields`` as any dataclass) whose
-# ``__init__`` writes through the slots' own descriptors (`fast_frozen_init`) instead of the
-# generated ``object.__setattr__`` per field: ~30% less per object. ``Sleep(0)``, the most
-# common action of all, is one shared instance (immutable, so sharing it is safe): no
-# allocation at all. Measured in issue 20: ``Sleep(0)`` 290 -> ~130 ns, ``Think`` ~420 ->
-# ~280 ns on this machine.
+# ``__init__``, written out, checks the kind of each argument (a wrong one raises
+# `TypeError` in the behaviour that made it, naming the value) and writes through the
+# slots' own descriptors instead of the generated ``object.__setattr__`` per field: ~30%
+# less per object. ``Sleep(0)``, the most common action of all, is one shared instance
+# (immutable, so sharing it is safe): no allocation at all. Measured in issue 20:
+# ``Sleep(0)`` 290 -> ~130 ns, ``Think`` ~420 -> ~280 ns on this machine (before the checks,
+# which add ~20-60 ns).
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -140,24 +141,58 @@ class Sleep:
         return (self.__class__, (self.seconds,))
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Spawn:
-    """Start a child agent running ``behavior`` on ``message``; the result is its id."""
+    """Start a child agent running ``behavior`` on ``message``; the result is its id.
+
+    ``behavior`` is a generator function or the name a behaviour is registered under
+    (looked up when the action is taken).
+
+    Raises:
+        TypeError: ``behavior`` is neither callable nor a string, or ``name`` is not a
+            string.
+    """
 
     behavior: Behavior | str
     message: Any = None
     name: str = ""
 
+    def __init__(self, behavior: Behavior | str, message: Any = None, name: str = "") -> None:
+        given: object = behavior  # typed callers are right; untyped ones are checked
+        label: object = name
+        if given.__class__ is not str and not callable(given) and not isinstance(given, str):
+            raise TypeError(
+                "Spawn takes a behaviour (a generator function, or the name it is"
+                f" registered under), got {given!r}"
+            )
+        if label.__class__ is not str and not isinstance(label, str):
+            raise TypeError(f"Spawn takes the child's name as a string, got {label!r}")
+        _set_behavior(self, behavior)
+        _set_message(self, message)
+        _set_name(self, name)
+
 
 @dataclass(frozen=True, slots=True, init=False)
 class Join:
     """Wait until every agent in ``agent_ids`` is terminal; the result is their results,
-    in the order given (None for an agent that ended in ERROR or CANCELLED)."""
+    in the order given (None for an agent that ended in ERROR or CANCELLED).
+
+    Raises:
+        TypeError: an id is not a string (a list of ids goes in as ``Join(*ids)``).
+    """
 
     agent_ids: tuple[str, ...]
 
     def __init__(self, *agent_ids: str) -> None:
+        for agent_id in agent_ids:
+            given: object = agent_id  # typed callers are right; untyped ones are checked
+            if given.__class__ is not str and not isinstance(given, str):
+                hint = (
+                    " (the ids of a collection go in one by one: Join(*ids))"
+                    if isinstance(given, Iterable)
+                    else ""
+                )
+                raise TypeError(f"Join takes agent ids as strings, got {given!r}{hint}")
         _set_agent_ids(self, agent_ids)
 
 
@@ -168,6 +203,9 @@ _set_calls = CallTools.__dict__["calls"].__set__
 _set_seconds = Sleep.__dict__["seconds"].__set__
 _set_request = Ask.__dict__["request"].__set__
 _set_agent_ids = Join.__dict__["agent_ids"].__set__
+_set_behavior = Spawn.__dict__["behavior"].__set__
+_set_message = Spawn.__dict__["message"].__set__
+_set_name = Spawn.__dict__["name"].__set__
 _ZERO: object = 0  # the int 0 (CPython shares small ints, so `is` finds it)
 _SLEEP_0 = _new_object(Sleep)
 _set_seconds(_SLEEP_0, 0)

@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from components import Phase, TurnState
-from components._frozen import fast_frozen_init
 from runtime.errors import ConfigError
 from runtime.world.context import PENDING, SystemContext
 from runtime.world.inputs import CancelAgent, InterruptAgent
@@ -58,35 +57,76 @@ if TYPE_CHECKING:
 __all__ = ["Acquire", "Release", "Resource", "ResourceStats", "Use"]
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Acquire:
     """Take a slot of the resource called ``resource``, waiting in FIFO order while every
-    slot is held; the result is the world time waited (0.0 when a slot was free)."""
+    slot is held; the result is the world time waited (0.0 when a slot was free).
+
+    Raises:
+        TypeError: ``resource`` is not a string.
+    """
 
     resource: str
 
+    def __init__(self, resource: str) -> None:
+        given: object = resource  # typed callers are right; untyped ones are checked
+        if given.__class__ is not str and not isinstance(given, str):
+            raise TypeError(f"Acquire takes the resource's name as a string, got {given!r}")
+        _set_acquired(self, resource)
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class Release:
-    """Give back the slot of ``resource`` this agent holds; the result is None."""
+    """Give back the slot of ``resource`` this agent holds; the result is None.
+
+    Raises:
+        TypeError: ``resource`` is not a string.
+    """
 
     resource: str
 
+    def __init__(self, resource: str) -> None:
+        given: object = resource  # typed callers are right; untyped ones are checked
+        if given.__class__ is not str and not isinstance(given, str):
+            raise TypeError(f"Release takes the resource's name as a string, got {given!r}")
+        _set_released(self, resource)
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class Use:
     """Hold a slot of ``resource`` for ``seconds`` of world time (waiting for it in FIFO
     order first), then give it back; the result is the world time waited for the slot.
 
     One action for the commonest hold (SimPy's ``with res.request(): yield timeout``):
     two ticks per visit, where ``Acquire``, ``Sleep``, ``Release`` take four.
+
+    Raises:
+        TypeError: ``resource`` is not a string, or ``seconds`` not an int or a float.
+        ValueError: ``seconds`` is negative, infinite or NaN.
     """
 
     resource: str
     seconds: float
+
+    def __init__(self, resource: str, seconds: float) -> None:
+        name: object = resource  # typed callers are right; untyped ones are checked
+        given: object = seconds
+        if name.__class__ is not str and not isinstance(name, str):
+            raise TypeError(f"Use takes the resource's name as a string, got {name!r}")
+        kind = given.__class__
+        if not ((kind is float or kind is int) and 0 <= seconds < _INF):  # else: look why
+            if isinstance(given, bool) or not isinstance(given, int | float):
+                raise TypeError(f"Use takes the seconds as a number, got {given!r}")
+            if not 0 <= seconds < _INF:
+                raise ValueError(f"Use: `seconds` must be finite and >= 0, got {given!r}")
+        _set_used(self, resource)
+        _set_seconds(self, seconds)
+
+
+_set_acquired = Acquire.__dict__["resource"].__set__
+_set_released = Release.__dict__["resource"].__set__
+_set_used = Use.__dict__["resource"].__set__
+_set_seconds = Use.__dict__["seconds"].__set__
 
 
 @dataclass(slots=True)
@@ -392,9 +432,9 @@ class _Resources:
         cls = seconds.__class__
         if not ((cls is float or cls is int) and 0 <= seconds < _INF):  # else: checked
             if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-                raise ConfigError(f"Use: `seconds` must be a number, got {seconds!r}")
+                raise ConfigError(f"`seconds` must be a number, got {seconds!r}")
             if not 0 <= seconds < _INF:
-                raise ConfigError(f"Use: `seconds` must be finite and >= 0, got {seconds!r}")
+                raise ConfigError(f"`seconds` must be finite and >= 0, got {seconds!r}")
         return self.claim(ctx, agent_id, action, seconds)
 
     def claim(

@@ -67,10 +67,10 @@ class StepRules:
         cls = seconds.__class__
         if not ((cls is float or cls is int) and 0 <= seconds < _INF):
             if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-                why = f"Use: `seconds` must be a number, got {seconds!r}"
+                why = f"`seconds` must be a number, got {seconds!r}"
                 return self._refuse(rec, action, why)
             if not 0 <= seconds < _INF:
-                why = f"Use: `seconds` must be finite and >= 0, got {seconds!r}"
+                why = f"`seconds` must be finite and >= 0, got {seconds!r}"
                 return self._refuse(rec, action, why)
         self._claim(rec, action, seconds)
         return None

@@ -88,8 +88,34 @@ def test_call_tools_refuses_a_non_call_and_repeated_ids_naming_them() -> None:
             lambda: Think("plan", None),  # type: ignore[arg-type]
             "Think takes the model's name as a string, got None",
         ),
+        (
+            lambda: Join(["a", "b"]),  # type: ignore[arg-type]
+            "Join takes agent ids as strings, got ['a', 'b'] (the ids of a collection go in"
+            " one by one: Join(*ids))",
+        ),
+        (lambda: Join("a", 5), "Join takes agent ids as strings, got 5"),  # type: ignore[arg-type]
+        (
+            lambda: Spawn(5),  # type: ignore[arg-type]
+            "Spawn takes a behaviour (a generator function, or the name it is registered"
+            " under), got 5",
+        ),
+        (
+            lambda: Spawn("worker", None, 7),  # type: ignore[arg-type]
+            "Spawn takes the child's name as a string, got 7",
+        ),
     ],
-    ids=["sleep-str", "sleep-none", "ask-str", "ask-none", "think-int", "think-model-none"],
+    ids=[
+        "sleep-str",
+        "sleep-none",
+        "ask-str",
+        "ask-none",
+        "think-int",
+        "think-model-none",
+        "join-list",
+        "join-int",
+        "spawn-int",
+        "spawn-name-int",
+    ],
 )
 def test_an_action_of_the_wrong_kind_of_value_is_refused_where_it_is_made(make, message) -> None:
     # It used to be made, then fail the agent inside the step or the dispatch with a
@@ -108,6 +134,29 @@ def test_a_behaviour_that_builds_a_bad_sleep_fails_with_that_message(make_world)
     agent = world.spawn(bad)
     world.run_until_idle(max_ticks=5)
     assert world.status(agent).message == "TypeError: Sleep takes a number of seconds, got '5'"
+
+
+def test_a_behaviour_can_catch_a_bad_join_where_it_made_it(make_world) -> None:
+    # `Join(ids)` for `Join(*ids)` failed the agent inside the step with "StepBehaviors:
+    # TypeError: unhashable type: 'list'"; now it raises in the behaviour, at that line.
+    def parent(turn):
+        child = yield Spawn(worker)
+        try:
+            yield Join([child])
+        except TypeError as exc:
+            return f"caught: {exc}"
+        return "joined"
+
+    def worker(turn):
+        yield Sleep(1)
+
+    world = make_world()
+    agent = world.spawn(parent)
+    world.run_until_idle(max_ticks=20)
+    assert world.result(agent) == (
+        "caught: Join takes agent ids as strings, got ['a1.1'] (the ids of a collection go in"
+        " one by one: Join(*ids))"
+    )
 
 
 @pytest.mark.parametrize("seconds", [1, 2.5, True, 10**30])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -168,7 +169,6 @@ def test_a_turn_that_ends_without_release_gives_its_slot_back(make_world):
         ([Release("desk")], "holds no slot of 'desk'"),
         ([Acquire("dock")], "unknown resource 'dock' (known: 'desk')"),
         ([Acquire("desk"), Acquire("desk")], "already holds 'desk'"),
-        ([Use(["desk"], 1)], "unknown resource ['desk'] (known: 'desk')"),
     ],
 )
 def test_a_misused_resource_fails_only_that_agent_naming_it(make_world, steps, message):
@@ -184,6 +184,66 @@ def test_a_misused_resource_fails_only_that_agent_naming_it(make_world, steps, m
     world.run_until_idle()
     assert world.status(bad).kind is StatusKind.ERROR
     assert message in world.status(bad).message
+    assert world.status(good).kind is StatusKind.COMPLETE
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (
+            lambda: Use(["desk"], 1),
+            TypeError,
+            "Use takes the resource's name as a string, got ['desk']",
+        ),
+        (lambda: Use("desk", "3"), TypeError, "Use takes the seconds as a number, got '3'"),
+        (lambda: Use("desk", True), TypeError, "Use takes the seconds as a number, got True"),
+        (lambda: Use("desk", -1), ValueError, "Use: `seconds` must be finite and >= 0, got -1"),
+        (
+            lambda: Use("desk", math.inf),
+            ValueError,
+            "Use: `seconds` must be finite and >= 0, got inf",
+        ),
+        (
+            lambda: Use("desk", math.nan),
+            ValueError,
+            "Use: `seconds` must be finite and >= 0, got nan",
+        ),
+        (
+            lambda: Acquire(None),
+            TypeError,
+            "Acquire takes the resource's name as a string, got None",
+        ),
+        (lambda: Release(5), TypeError, "Release takes the resource's name as a string, got 5"),
+    ],
+    ids=[
+        "use-list",
+        "use-str",
+        "use-bool",
+        "use-negative",
+        "use-inf",
+        "use-nan",
+        "acquire",
+        "release",
+    ],
+)
+def test_a_resource_action_of_the_wrong_kind_is_refused_where_it_is_made(
+    make_world, make, error, message
+):
+    with pytest.raises(error) as caught:
+        make()
+    assert str(caught.value) == message
+
+    # Made in a behaviour, it fails that agent with the message, and nobody else.
+    world = make_world()
+    Resource(world, "desk", capacity=1)
+
+    def misuser(turn):
+        yield make()
+
+    bad = world.spawn(misuser)
+    good = world.spawn(visitor, ("good", 0, 1))
+    world.run_until_idle()
+    assert world.status(bad).message == f"{error.__name__}: {message}"
     assert world.status(good).kind is StatusKind.COMPLETE
 
 
@@ -370,7 +430,8 @@ def test_a_use_of_a_bad_duration_fails_that_agent_naming_the_value(make_world, s
     world.run_until_idle()
     status = world.status(agent)
     assert status.kind is StatusKind.ERROR
-    assert "`seconds` must be" in status.message and shown in status.message
+    # Refused where it is made (`Use`'s own check), so no slot was ever taken.
+    assert "seconds" in status.message and status.message.endswith(f"got {shown}")
     assert _stats(world).busy == 0
 
 
