@@ -232,6 +232,10 @@ class HubCore:
             request.__class__ is not InteractionRequest
             or request.kind.__class__ is not InteractionKind
             or request.kind is InteractionKind.CHOICE
+            or request.id.__class__ is not str
+            or request.prompt.__class__ is not str
+            or request.stage.__class__ is not str
+            or request.required.__class__ is not bool
         ):
             check_request(request)  # the plain request of another kind needs no more
         with self._lock:
@@ -460,13 +464,26 @@ def check_request(request: object) -> None:
 
     Raises:
         TypeError: ``request`` is not an `InteractionRequest`.
-        ConfigError: its ``kind`` is not an `InteractionKind`, or it is a choice without a
+        ConfigError: its ``id``, ``prompt`` or ``stage`` is not a string, its ``kind`` not
+            an `InteractionKind`, ``required`` not a bool, or it is a choice without a
             non-empty tuple of string choices (naming the request and the field).
     """
     if not isinstance(request, InteractionRequest):
         raise TypeError(f"`request` must be an InteractionRequest, got {shown(request, 80)}")
     kind, choices = request.kind, request.choices
-    if kind.__class__ is not InteractionKind:
+    texts: tuple[tuple[str, object], ...] = (
+        ("id", request.id),
+        ("prompt", request.prompt),
+        ("stage", request.stage),
+    )
+    wrong = [(name, value) for name, value in texts if not isinstance(value, str)]
+    required: object = request.required  # typed callers are right; untyped ones are checked
+    if wrong:
+        name, value = wrong[0]
+        why = f"`{name}` must be a string, got {shown(value)}"
+    elif required is not True and required is not False:
+        why = f"`required` must be True or False, got {shown(required)}"
+    elif kind.__class__ is not InteractionKind:
         why = f"`kind` must be an InteractionKind, got {shown(kind)}"
     elif kind is InteractionKind.CHOICE and not (
         type(choices) is tuple and len(choices) > 0 and all(type(c) is str for c in choices)
@@ -475,6 +492,24 @@ def check_request(request: object) -> None:
     else:
         return
     raise ConfigError(f"request {shown(request.id)}: {why}")
+
+
+def check_response(response: InteractionResponse) -> None:
+    """Refuse an answer whose ``value`` is not a string or whose ``approved`` is neither a
+    bool nor None (a behaviour would get the int, or read ``"no"`` as a denial by luck).
+
+    Raises:
+        ConfigError: naming the request and the field.
+    """
+    value: object = response.value  # typed callers are right; untyped ones are checked
+    approved: object = response.approved
+    if not isinstance(value, str):
+        why = f"`value` must be a string, got {shown(value)}"
+    elif approved is not None and approved.__class__ is not bool:
+        why = f"`approved` must be True, False or None, got {shown(approved)}"
+    else:
+        return
+    raise ConfigError(f"answer to {shown(response.request_id)}: {why}")
 
 
 def _check_choice(request: InteractionRequest, choice: object) -> None:

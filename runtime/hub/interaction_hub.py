@@ -23,7 +23,7 @@ from components.interaction import (
 )
 from runtime.cancel import CancelToken
 from runtime.errors import ConfigError, DuplicateRequestError
-from runtime.hub.core import HubCore, _Waiter
+from runtime.hub.core import HubCore, _Waiter, check_response
 from runtime.lane.parking import off_lane
 from runtime.lane.values import shown
 
@@ -116,12 +116,15 @@ class InteractionHub(HubCore):
         Raises:
             TypeError: ``response`` is not an `InteractionResponse`.
             ConfigError: the request is a choice and ``response.choice`` is not one of its
-                indices (nothing changes: the request stays open).
+                indices, ``response.value`` is not a string or ``response.approved``
+                neither a bool nor None (nothing changes: the request stays open).
         """
         if response.__class__ is not InteractionResponse and not isinstance(
             response, InteractionResponse
         ):
             raise TypeError(f"`response` must be an InteractionResponse, got {shown(response, 80)}")
+        if response.value.__class__ is not str or response.approved is not None:
+            check_response(response)  # the plain text answer needs no more
         with self._lock:
             settled = self._settle(response.request_id, Settlement.ANSWERED, response)
         if settled is None:

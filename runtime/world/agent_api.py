@@ -105,10 +105,15 @@ class AgentAPI:
             BehaviorNotFound: ``behavior`` is a name that does not resolve.
             ConfigError: ``agent_id`` is taken, malformed or of the form kept for children
                 (``<id>.<n>``), ``message`` is not a JSON value while a journal records the
-                world (a tuple is taken as a list), or a component is not one.
+                world (a tuple is taken as a list), a component is not one, ``name`` is
+                not a string or ``interactive`` not a bool.
             WorldClosedError: the world is closed.
         """
         self._check_open()
+        if name.__class__ is not str and not isinstance(name, str):
+            raise ConfigError(f"`name` must be a string, got {shown(name)}")
+        if interactive is not False and interactive is not True:
+            raise ConfigError(f"`interactive` must be True or False, got {shown(interactive)}")
         behavior_name = behavior if isinstance(behavior, str) else self.behaviors.name_of(behavior)
         self.behaviors.resolve(behavior_name)  # fail at the call, not on the tick thread
         message = self._recordable("message", message)

@@ -145,6 +145,52 @@ def test_a_request_built_by_hand_with_a_bad_kind_or_choices_is_refused_at_openin
     assert hub.expire_due(10.0) == []  # nothing half-open was left to fail at expiry
 
 
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (InteractionRequest.free_text("", 6), "request '': `prompt` must be a string, got 6"),  # type: ignore[arg-type]
+        (InteractionRequest.free_text(5, "go?"), "request 5: `id` must be a string, got 5"),  # type: ignore[arg-type]
+        (
+            InteractionRequest.free_text("q", "go?", stage=None),  # type: ignore[arg-type]
+            "request 'q': `stage` must be a string, got None",
+        ),
+        (
+            InteractionRequest.confirm("q", "go?", required="no"),  # type: ignore[arg-type]
+            "request 'q': `required` must be True or False, got 'no'",
+        ),
+    ],
+    ids=["prompt", "id", "stage", "required"],
+)
+def test_a_request_whose_fields_are_of_the_wrong_kind_is_refused_at_opening(request_, message):
+    # They used to open: a prompt of 6, or one keyed by the int 5 that no `tickwork respond`
+    # (which sends strings) could ever answer.
+    recorder = Recorder()
+    hub = InteractionHub(clock=ManualClock(), listener=recorder)
+    with pytest.raises(ConfigError) as caught:
+        hub.open("alice", request_)
+    assert str(caught.value) == message
+    assert hub.stats().opened == 0 and recorder.events == []
+
+
+def test_an_answer_whose_value_or_approval_is_of_the_wrong_kind_is_refused_and_changes_nothing():
+    recorder = Recorder()
+    hub = InteractionHub(clock=ManualClock(), listener=recorder)
+    hub.open("alice", text("q1"))
+    bad = [
+        (InteractionResponse.text("q1", 6), "answer to 'q1': `value` must be a string, got 6"),  # type: ignore[arg-type]
+        (
+            InteractionResponse.approval("q1", "yes"),  # type: ignore[arg-type]
+            "answer to 'q1': `approved` must be True, False or None, got 'yes'",
+        ),
+    ]
+    for response, message in bad:
+        with pytest.raises(ConfigError) as caught:
+            hub.answer(response)
+        assert str(caught.value) == message
+    assert hub.stats().open == 1 and [type(e) for e in recorder.events] == [PromptOpened]
+    assert hub.answer(InteractionResponse.approval("q1", True)) is True
+
+
 def test_a_choice_that_names_no_choice_of_its_prompt_is_refused_and_changes_nothing():
     recorder = Recorder()
     hub = InteractionHub(clock=ManualClock(), listener=recorder)

@@ -200,3 +200,15 @@ def test_call_tools_takes_any_mapping_as_args() -> None:
 
     call = ToolCall("c1", "grep", MappingProxyType({"q": "x"}))
     assert CallTools(call).calls == (call,)
+
+
+def test_an_ask_whose_prompt_is_no_string_fails_its_agent_naming_it(make_world) -> None:
+    # `free_text("", reply)` with a ModelReply (not `reply.text`) opened a prompt of it.
+    def asker(turn):
+        yield Ask(InteractionRequest.free_text("", 6))  # type: ignore[arg-type]
+
+    world = make_world()
+    agent = world.spawn(asker)
+    world.run_until_idle(max_ticks=5)
+    assert world.status(agent).message.endswith("`prompt` must be a string, got 6")
+    assert world.hub.stats().opened == 0

@@ -722,6 +722,20 @@ def test_timers_and_run_limits_refuse_bad_values_at_the_call_naming_them(make_wo
     assert world.run_until_idle() == 1  # nothing was scheduled by the refused calls
 
 
+def test_spawn_refuses_a_name_or_interactive_flag_of_the_wrong_kind(make_world):
+    # Both were taken as they were: an agent named 7, one "interactive" because "no" is true.
+    world = make_world()
+
+    def worker(turn):
+        yield Sleep(0)
+
+    with pytest.raises(ConfigError, match="`name` must be a string, got 7"):
+        world.spawn(worker, name=7)
+    with pytest.raises(ConfigError, match="`interactive` must be True or False, got 'no'"):
+        world.spawn(worker, interactive="no")
+    assert list(world.agents()) == []  # nothing was spawned by the refused calls
+
+
 def test_an_observer_sees_every_tick_and_its_inputs_and_survives_its_own_errors(make_world):
     world = make_world()
     seen: list[tuple[int, list[str]]] = []
