@@ -120,6 +120,7 @@ class ProviderError(ModelError):
     ) -> None:
         self.provider = provider
         self.status = status
+        self.message = message  # the provider's own words, without the provider and status
         self.retryable = retryable
         self.retry_after = retry_after  # seconds the provider asked us to wait, if it did
         where = provider if status is None else f"{provider} HTTP {status}"

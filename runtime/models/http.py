@@ -9,8 +9,10 @@ wakes a reader blocked in ``recv`` on another thread), and that reader closes th
 from __future__ import annotations
 
 import contextlib
+import datetime
 import email.utils
 import json
+import math
 import socket
 import threading
 import time
@@ -171,20 +173,27 @@ def _provider_message(response: httpx.Response) -> str:
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date); None
+    when neither is there or readable (``nan`` and ``inf`` are not a wait)."""
     millis = headers.get("retry-after-ms")
     if millis is not None:
         with contextlib.suppress(ValueError):
-            return max(0.0, float(millis) / 1000.0)
+            seconds = float(millis) / 1000.0
+            if math.isfinite(seconds):
+                return max(0.0, seconds)
     value = headers.get("retry-after")
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:  # "-0000" in the date: RFC 5322's UTC of unknown origin
+        when = when.replace(tzinfo=datetime.UTC)
     return max(0.0, when.timestamp() - time.time())

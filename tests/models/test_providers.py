@@ -12,6 +12,7 @@ from runtime import (
     AnthropicMessages,
     Budget,
     CancelToken,
+    ConfigError,
     Journal,
     ModelReply,
     MonotonicClock,
@@ -25,7 +26,7 @@ from runtime import (
     World,
     replay,
 )
-from runtime.models import ModelRequest
+from runtime.models import Backoff, ModelRequest
 
 from ..conftest import wait_for
 from .stub_server import (
@@ -415,7 +416,7 @@ def test_an_error_event_in_an_anthropic_stream_names_its_type(anthropic_server, 
 
 
 def test_the_retry_wait_is_cancellable(openai_server):
-    openai_server.script(error(429, "wait an hour", retry_after="3600"))
+    openai_server.script(error(429, "wait a while", retry_after="55"))
     model = OpenAIChat("m", base_url=openai_server.url)
     token = CancelToken()
     ended = threading.Event()
@@ -433,6 +434,77 @@ def test_the_retry_wait_is_cancellable(openai_server):
     token.cancel("stop")
     assert ended.wait(2), "the retry wait did not end when the token fired"
     assert type(outcome[0]).__name__ == "Cancelled"
+
+
+@pytest.mark.parametrize(
+    ("headers", "asked"),
+    [({"retry_after": "3600"}, "3600"), ({"retry_after_ms": "1e303"}, "1e+300")],
+    ids=["an-hour", "past-what-a-wait-can-hold"],
+)
+def test_a_retry_after_longer_than_max_retry_after_fails_at_once_saying_so(
+    openai_server, virtual_sleep, headers, asked
+):
+    # It was waited for: an hour holding a lane permit; 1e300 s raised OverflowError
+    # ("timestamp out of range") from the wait itself, not a ProviderError.
+    openai_server.script(error(429, "quota used up", **headers), openai_text("never"))
+    model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep)
+    with pytest.raises(ProviderError) as caught:
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+    assert str(caught.value) == (
+        f"openai HTTP 429: quota used up (the provider asked to retry after {asked} s,"
+        " more than max_retry_after=60 s)"
+    )
+    assert caught.value.status == 429 and not caught.value.retryable
+    assert virtual_sleep.waits == [] and len(openai_server.requests) == 1
+
+
+def test_a_longer_max_retry_after_waits_what_the_provider_asked(openai_server, virtual_sleep):
+    openai_server.script(error(503, "maintenance", retry_after="600"), openai_text("back"))
+    model = OpenAIChat(
+        "m",
+        base_url=openai_server.url,
+        sleep=virtual_sleep,
+        backoff=Backoff(max_retry_after=900),
+    )
+    assert model.complete(ModelRequest("a1", "hi"), CancelToken()).text == "back"
+    assert virtual_sleep.waits == [600.0]
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf", "soon"])
+def test_a_retry_after_that_is_no_wait_is_taken_as_absent(openai_server, virtual_sleep, value):
+    openai_server.script(error(429, "slow down", retry_after=value), openai_text("ok"))
+    model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep)
+    assert model.complete(ModelRequest("a1", "hi"), CancelToken()).text == "ok"
+    (wait,) = virtual_sleep.waits
+    assert 0 <= wait <= 0.5  # the first retry's jittered backoff
+
+
+def test_a_retry_after_date_without_a_zone_is_read_as_utc(monkeypatch):
+    import email.utils
+
+    import httpx
+
+    from runtime.models.http import _retry_after
+
+    # Read as local time, the wait was off by the machine's offset from UTC (here 5 hours).
+    monkeypatch.setenv("TZ", "EST+05")
+    time.tzset()
+    try:
+        later = email.utils.formatdate(time.time() + 30, usegmt=True).replace("GMT", "-0000")
+        wait = _retry_after(httpx.Headers({"retry-after": later}))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert wait is not None and 25 <= wait <= 31
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("base", -1), ("cap", float("nan")), ("max_retry_after", 1e300), ("base", "1")],
+)
+def test_backoff_refuses_a_wait_it_cannot_take_naming_it(field, value):
+    with pytest.raises(ConfigError, match=rf"`Backoff\.{field}` must be a number of seconds"):
+        Backoff(**{field: value})
 
 
 # -- rate limits and budgets ------------------------------------------------------------
