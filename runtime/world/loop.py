@@ -106,10 +106,8 @@ class RunLoop:
         """
         if isinstance(max_ticks, bool) or not isinstance(max_ticks, int) or max_ticks < 1:
             raise ConfigError(f"`max_ticks` must be an integer >= 1, got {shown(max_ticks)}")
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
-        ):
-            raise ConfigError(f"`timeout` must be a number >= 0 or None, got {shown(timeout)}")
+        if timeout is not None:
+            check_timeout(timeout, " or None")
         started = time.monotonic()
         ticks = 0
         lockstep = self._lockstep
@@ -236,7 +234,9 @@ class RunLoop:
 
         Raises:
             TimeoutError: the loop did not stop within ``timeout`` seconds.
+            ConfigError: ``timeout`` is not a number >= 0 (nothing is stopped).
         """
+        check_timeout(timeout)
         runner = self._runner
         if runner is None:
             return
@@ -244,13 +244,24 @@ class RunLoop:
         self.wake.notify()
         if runner is threading.current_thread():
             return  # asked from the loop's own thread (an observer): it ends after this tick
-        runner.join(timeout)
+        runner.join(min(timeout, threading.TIMEOUT_MAX))  # past it, join() overflows
         if runner.is_alive():
             raise TimeoutError(f"the tick loop did not stop within {timeout}s")
         self._runner = None
         error, self._run_error = self._run_error, None
         if error is not None:
             raise error
+
+
+def check_timeout(timeout: object, also: str = "") -> None:
+    """Refuse a ``timeout`` that is not a number of seconds >= 0 (NaN, a string, a bool);
+    ``also`` names what else the caller takes (" or None").
+
+    Raises:
+        ConfigError: naming the value.
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
+        raise ConfigError(f"`timeout` must be a number >= 0{also}, got {shown(timeout)}")
 
 
 def _earliest(a: float | None, b: float | None) -> float | None:

@@ -44,7 +44,7 @@ from runtime.world.inputs import (
     Inbox,
 )
 from runtime.world.lockstep import Lockstep
-from runtime.world.loop import REDRIVE_SECS, RunLoop
+from runtime.world.loop import REDRIVE_SECS, RunLoop, check_timeout
 from runtime.world.metrics import MetricsRecorder
 from runtime.world.observing import Observing
 from runtime.world.probe import Probe, process_probes
@@ -337,9 +337,13 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         action handler), it closes the world as soon as that tick is over: the tick
         finishes for every agent (and is journaled) first, and ``closed`` reads True from
         then on. ``run``, ``run_until_idle`` and ``start``'s loop then end.
+
+        Raises:
+            ConfigError: ``timeout`` is not a number >= 0 (nothing is closed).
         """
         if self._closed:
             return
+        check_timeout(timeout)
         if self._lock._is_owned():  # type: ignore[attr-defined]  # (C RLock's own check)
             self._close_after_tick = timeout  # `TickMachine.tick` closes once it is over
             return

@@ -722,6 +722,27 @@ def test_timers_and_run_limits_refuse_bad_values_at_the_call_naming_them(make_wo
     assert world.run_until_idle() == 1  # nothing was scheduled by the refused calls
 
 
+def test_stop_and_close_refuse_a_bad_timeout_and_take_a_huge_one(make_world):
+    # stop(timeout=1e300) raised OverflowError from Thread.join after it had asked the loop
+    # to stop; stop("5") a TypeError, the same way.
+    world = make_world(clock=MonotonicClock())
+    world.start()
+    for timeout in (math.nan, -1, "5", True):
+        with pytest.raises(ConfigError, match="`timeout` must be a number >= 0, got"):
+            world.stop(timeout)
+        with pytest.raises(ConfigError, match="`timeout` must be a number >= 0, got"):
+            world.close(timeout)
+
+    def loop_alive() -> bool:
+        return any(t.name == f"{world.name}-tick" for t in threading.enumerate())
+
+    assert loop_alive() and not world.closed  # nothing was stopped by the refused calls
+    world.stop(1e300)
+    assert not loop_alive()
+    world.close(1e300)
+    assert world.closed
+
+
 def test_spawn_refuses_a_name_or_interactive_flag_of_the_wrong_kind(make_world):
     # Both were taken as they were: an agent named 7, one "interactive" because "no" is true.
     world = make_world()
