@@ -13,7 +13,7 @@ from runtime.models.openai import parse_arguments
 from runtime.models.provider import HttpProvider
 from runtime.models.retry import is_retryable_status
 from runtime.models.streaming import Stream
-from runtime.models.usage import Usage
+from runtime.models.usage import Usage, token_count
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicMessages"]
 
@@ -115,8 +115,8 @@ class _EventReader:
             )
         if kind == "message_start":
             usage = (payload.get("message") or {}).get("usage") or {}
-            self._input = int(usage.get("input_tokens") or 0)
-            self._output = int(usage.get("output_tokens") or 0)
+            self._input = token_count(usage.get("input_tokens"))
+            self._output = token_count(usage.get("output_tokens"))
         elif kind == "content_block_start":
             block = payload.get("content_block") or {}
             if block.get("type") == "tool_use":
@@ -141,7 +141,7 @@ class _EventReader:
                 self._finish = str(stop)
             usage = payload.get("usage") or {}
             if usage.get("output_tokens") is not None:
-                self._output = int(usage["output_tokens"])
+                self._output = token_count(usage["output_tokens"])
         elif kind == "message_stop":
             return True
         return False

@@ -15,7 +15,7 @@ from runtime.models.base import ModelReply, ModelRequest
 from runtime.models.messages import chat_messages
 from runtime.models.provider import HttpProvider
 from runtime.models.streaming import Stream
-from runtime.models.usage import Usage
+from runtime.models.usage import Usage, token_count
 
 __all__ = ["OpenAIChat"]
 
@@ -88,7 +88,7 @@ class _ChunkReader:
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage = Usage(
-                int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+                token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens"))
             )
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError, ProviderError
 from runtime.models.base import ModelReply, ModelRequest
-from runtime.models.http import make_client, open_events
+from runtime.models.http import make_client, open_events, redact
 from runtime.models.limits import RateLimit, Sleep, cancellable_sleep
 from runtime.models.messages import chat_messages, tool_specs
 from runtime.models.retry import Backoff, with_retries
@@ -183,10 +183,14 @@ class HttpProvider:
             stream=stream,
             secrets=secrets,
         ) as events:
-            for event, data in events:
-                if reader.feed(event, data):
-                    done = True
-                    break
+            data = ""
+            try:
+                for event, data in events:
+                    if reader.feed(event, data):
+                        done = True
+                        break
+            except _MALFORMED as exc:  # a field of the wrong shape: the server's fault
+                raise self._malformed(exc, data, secrets) from None
         if cancel.cancelled or stream.stopped:
             raise Cancelled(cancel.reason or "interrupted by user")
         if not done:
@@ -195,7 +199,16 @@ class HttpProvider:
                 f"the stream ended before the reply was complete ({len(stream.text)} chars in)",
                 retryable=True,
             )
-        return reader.reply()
+        try:
+            return reader.reply()
+        except _MALFORMED as exc:  # a tool call a `ToolCall` cannot be
+            raise self._malformed(exc, "", secrets) from None
+
+    def _malformed(self, exc: Exception, data: str, secrets: Sequence[str]) -> ProviderError:
+        """The error for a stream whose event ``data`` the reader could not take."""
+        shown = f": {data!r}" if data else ""
+        text = f"malformed event in the stream ({type(exc).__name__}: {exc}){shown}"
+        return ProviderError(self.provider, redact(text, secrets)[:300])
 
     def _http(self) -> httpx.Client:
         with self._lock:
@@ -226,6 +239,11 @@ class HttpProvider:
             f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r},"
             f" api_key_env={self.api_key_env!r})"
         )
+
+
+# What reading a field of the wrong shape raises (a string where an object belongs, a
+# null index, an infinite count); the readers check only what they use, as they use it.
+_MALFORMED = (AttributeError, KeyError, OverflowError, TypeError, ValueError)
 
 
 def _number(value: object) -> bool:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from runtime.errors import BudgetExceeded, ConfigError
 
-__all__ = ["Budget", "Usage", "UsageMeter"]
+__all__ = ["Budget", "Usage", "UsageMeter", "token_count"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,22 @@ class Usage:
         return Usage(
             self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
         )
+
+
+def token_count(value: object) -> int:
+    """A token count as a provider's stream gives it (absent or null: 0).
+
+    Raises:
+        ValueError: ``value`` is not a whole number >= 0 (a negative count would give an
+            agent's budget back; a string, a bool or an infinity is no count).
+    """
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    raise ValueError(f"a token count must be a whole number >= 0, got {value!r}")
 
 
 class Budget:

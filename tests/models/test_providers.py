@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -388,6 +389,65 @@ def test_a_malformed_chunk_fails_the_call_naming_the_provider(openai_server, vir
     openai_server.script(("data: {not json\n\n",))
     model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep)
     with pytest.raises(ProviderError, match=r"openai: malformed chunk in the stream"):
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+    assert virtual_sleep.waits == []
+
+
+def _data(payload: object) -> str:
+    return "data: " + json.dumps(payload) + "\n\n"
+
+
+@pytest.mark.parametrize(
+    ("frame", "why"),
+    [
+        (_data({"choices": [{"index": 0, "delta": "hi"}]}), "AttributeError"),
+        (_data({"choices": [], "usage": {"prompt_tokens": "many"}}), "got 'many'"),
+        ('data: {"choices": [], "usage": {"prompt_tokens": Infinity}}\n\n', "got inf"),
+        (_data({"choices": [], "usage": {"prompt_tokens": -500}}), "got -500"),
+        (
+            _data({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": None}]}}]}),
+            "TypeError",
+        ),
+        (
+            _data({"choices": [{"index": 0, "delta": {"tool_calls": [{"function": "f"}]}}]}),
+            "AttributeError",
+        ),
+    ],
+    ids=["delta-text", "usage-text", "usage-infinite", "usage-negative", "index-null", "fn-text"],
+)
+def test_an_openai_chunk_of_the_wrong_shape_fails_the_call_naming_the_provider(
+    openai_server, virtual_sleep, frame, why
+):
+    # Each raised a bare AttributeError/ValueError/OverflowError out of the reader (the
+    # agent's status named neither the provider nor the stream); a negative usage was
+    # taken, giving the agent's budget back.
+    openai_server.script(Reply(frames=(frame, *openai_text("late"))))
+    model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep, api_key=KEY)
+    with pytest.raises(ProviderError) as caught:
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+    message = str(caught.value)
+    assert message.startswith("openai: malformed event in the stream (") and why in message
+    assert not caught.value.retryable and virtual_sleep.waits == []
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"type": "message_start", "message": {"usage": {"input_tokens": -3}}},
+        {"type": "content_block_delta", "index": 0, "delta": ["text_delta"]},
+        {"type": "message_delta", "delta": {}, "usage": {"output_tokens": "lots"}},
+        {"type": "content_block_start", "index": "first", "content_block": {"type": "tool_use"}},
+    ],
+    ids=["usage-negative", "delta-list", "usage-text", "index-text"],
+)
+def test_an_anthropic_event_of_the_wrong_shape_fails_the_call_naming_the_provider(
+    anthropic_server, virtual_sleep, payload
+):
+    anthropic_server.script(
+        Reply(frames=(anthropic_event(str(payload["type"]), payload), *anthropic_text("late")))
+    )
+    model = AnthropicMessages("m", base_url=anthropic_server.url, sleep=virtual_sleep)
+    with pytest.raises(ProviderError, match=r"^anthropic: malformed event in the stream \("):
         model.complete(ModelRequest("a1", "hi"), CancelToken())
     assert virtual_sleep.waits == []
 
