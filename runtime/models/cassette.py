@@ -48,7 +48,8 @@ class Cassette:
     streamed as one delta, so stream hooks see it.
 
     Raises:
-        ConfigError: the file exists but is not a cassette.
+        ConfigError: the file exists but is not a cassette, or one of its recordings holds
+            no reply a model could give (naming it).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, record: bool = False) -> None:
@@ -64,6 +65,14 @@ class Cassette:
                 entries = None
             if not isinstance(entries, dict):
                 raise ConfigError(f"`path` {str(self.path)!r} is not a tickwork cassette")
+            for digest, entry in entries.items():  # a hand-edited file fails here, not mid-run
+                try:
+                    decode_reply(entry["reply"])
+                except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+                    raise ConfigError(
+                        f"`path` {str(self.path)!r}: recording {digest!r} has no readable reply"
+                        f" ({type(exc).__name__}: {exc})"
+                    ) from None
             self._entries = entries
 
     def wrap(self, model: Model) -> CassetteModel:

@@ -78,3 +78,24 @@ def test_a_file_that_is_not_a_cassette_is_refused(tmp_path):
     path.write_text('{"something": "else"}')
     with pytest.raises(ConfigError, match=r"is not a tickwork cassette"):
         Cassette(path)
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        ({"request": {}}, "KeyError: 'reply'"),
+        ({"reply": "hi"}, "TypeError"),
+        ({"reply": {"text": "t", "tool_calls": [], "usage": [1]}}, "IndexError"),
+        ([1], "TypeError"),
+    ],
+    ids=["no-reply", "reply-text", "usage-short", "entry-list"],
+)
+def test_a_recording_without_a_readable_reply_is_refused_at_opening_naming_it(tmp_path, entry, why):
+    # A hand-edited cassette opened, then failed the agent's Think mid-run with a bare
+    # KeyError or IndexError that named neither the file nor the recording.
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"version": 1, "recordings": {"d1": entry}}))
+    with pytest.raises(ConfigError) as caught:
+        Cassette(path)
+    assert str(caught.value).startswith(f"`path` {str(path)!r}: recording 'd1' has no readable")
+    assert why in str(caught.value)
