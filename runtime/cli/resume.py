@@ -13,7 +13,7 @@ from runtime.cli.observe import check_metrics_address
 from runtime.cli.run import announce_backend, run_world, signals_set
 from runtime.cli.serve import serve_world
 from runtime.cluster import tool_backend
-from runtime.errors import JournalError, ScenarioError
+from runtime.errors import ControlError, JournalError, ScenarioError
 from runtime.journal import Journal, JournalReader, resume
 from runtime.scenario import (
     Scenario,
@@ -75,7 +75,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
         from runtime.cli.control import cmd_steer
 
         args.agent, args.op = args.journal, "resume"
-        return cmd_steer(args)
+        try:
+            return cmd_steer(args)
+        except ControlError as exc:  # say both readings: a mistyped journal path lands here
+            raise ControlError(f"no journal at {args.journal!r}; as an agent: {exc}") from None
     if args.at_tick is not None and args.fork is None:
         raise JournalError(
             "--at-tick forks the run: name the new journal with --journal NEW"

@@ -144,3 +144,5 @@ def test_resume_of_a_name_that_is_not_a_file_is_the_control_command(state_dir):
     done = tickwork("resume", "worker-0", "--state-dir", str(state_dir))
     assert done.returncode == 1
     assert "no `tickwork serve` is running" in done.stderr
+    # Both readings are named: a mistyped journal path used to read only as an agent.
+    assert "no journal at 'worker-0'; as an agent: no `tickwork serve`" in done.stderr
