@@ -114,15 +114,23 @@ def run_process(
     """Run ``argv`` (no shell) until it exits, times out or ``cancel`` fires.
 
     Raises:
-        ValueError: ``argv`` is empty, ``timeout`` is not positive, or ``max_output`` < 2.
+        ValueError: ``argv`` is a string or empty, ``timeout`` is not a number > 0, or
+            ``max_output`` is not an integer >= 2.
         OSError: the command cannot be started (e.g. ``FileNotFoundError``).
     """
+    if isinstance(argv, str | bytes):  # a str is a sequence too: "echo hi" ran `e`
+        raise ValueError(
+            f"`argv` must be a list of strings, one per argument, got the string {argv!r}"
+            " (shlex.split makes one from a command line)"
+        )
     if not argv:
         raise ValueError("`argv` must name a command, got an empty list")
-    if timeout is not None and timeout <= 0:
-        raise ValueError(f"`timeout` must be > 0 or None, got {timeout}")
-    if max_output < 2:
-        raise ValueError(f"`max_output` must be >= 2, got {max_output}")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+    ):
+        raise ValueError(f"`timeout` must be > 0 or None, got {timeout!r}")
+    if isinstance(max_output, bool) or not isinstance(max_output, int) or max_output < 2:
+        raise ValueError(f"`max_output` must be an integer >= 2, got {max_output!r}")
     argv = tuple(str(a) for a in argv)
     if cancel is not None and cancel.cancelled:
         return ProcessResult(argv, ProcessEnd.CANCELLED, None, "", "", 0.0, 0)

@@ -88,6 +88,24 @@ def test_bad_arguments_name_the_value():
         run_process(["/no/such/command"])
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"argv": "echo hi"}, "`argv` must be a list of strings, one per argument, got the string"),
+        ({"argv": ["true"], "timeout": float("nan")}, "`timeout` must be > 0 or None, got nan"),
+        ({"argv": ["true"], "timeout": "5"}, "`timeout` must be > 0 or None, got '5'"),
+        ({"argv": ["true"], "max_output": 2.5}, "`max_output` must be an integer >= 2, got 2.5"),
+    ],
+    ids=["argv-string", "timeout-nan", "timeout-text", "max-output-float"],
+)
+def test_arguments_of_the_wrong_kind_are_refused_before_anything_runs(kwargs, message):
+    # A string argv ran its first letter ("echo hi" -> `e`: FileNotFoundError 'e'); a NaN
+    # timeout ran with no timeout at all; a "5" raised TypeError from a comparison.
+    with pytest.raises(ValueError) as caught:
+        run_process(**kwargs)
+    assert str(caught.value).startswith(message)
+
+
 def test_a_huge_timeout_waits_without_overflowing():
     from runtime import ProcessEnd, run_process
 

@@ -45,10 +45,21 @@ class ShellTool(ToolBase):
         """Describe the command; nothing runs until the tool is called.
 
         Raises:
-            ConfigError: ``argv`` is empty or not all strings, or ``timeout`` is not positive.
+            ConfigError: ``argv`` is empty or not all strings, ``timeout`` is not positive,
+                ``env`` does not map strings to strings, or ``max_output`` is not an
+                integer >= 2 (each failed the call, not the set-up, before).
         """
         if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
             raise ConfigError(f"`argv` of tool {name!r} must be a list of strings, got {argv!r}")
+        if env is not None and not (
+            isinstance(env, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+        ):
+            raise ConfigError(f"`env` of tool {name!r} must map strings to strings, got {env!r}")
+        if isinstance(max_output, bool) or not isinstance(max_output, int) or max_output < 2:
+            raise ConfigError(
+                f"`max_output` of tool {name!r} must be an integer >= 2, got {max_output!r}"
+            )
         super().__init__(name, timeout, requires_approval, local_only=False, idempotent=idempotent)
         self.argv = tuple(argv)
         self.cwd = None if cwd is None else os.fspath(cwd)

@@ -75,6 +75,11 @@ def test_a_duplicate_or_bad_tool_is_a_config_error_naming_it():
         ShellTool("sh", "echo hi")
     with pytest.raises(ConfigError, match="`argv` of tool 'sh'"):
         ShellTool("sh", [])
+    # These failed each call (TypeError from Popen, ValueError from the run), not the set-up.
+    with pytest.raises(ConfigError, match="`env` of tool 'sh' must map strings to strings"):
+        ShellTool("sh", ["true"], env={"DEPTH": 3})  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match="`max_output` of tool 'sh' must be an integer >= 2"):
+        ShellTool("sh", ["true"], max_output=0)
 
 
 def test_an_unknown_tool_is_an_error_result_for_that_call_alone():
