@@ -67,8 +67,11 @@ class InteractionRequest:
         """A question answered by picking one of ``choices`` (by index).
 
         Raises:
-            ValueError: ``choices`` is empty.
+            ValueError: ``choices`` is empty, or a string (a str is a sequence too: ``"yes"``
+                offered ``y``, ``e`` and ``s``).
         """
+        if isinstance(choices, str):
+            raise ValueError(f"`choices` must be a list of strings, got the string {choices!r}")
         if not choices:
             raise ValueError("`choices` must offer at least one choice, got none")
         return cls(id, InteractionKind.CHOICE, prompt, tuple(choices), stage, required)

@@ -172,6 +172,15 @@ def test_a_request_whose_fields_are_of_the_wrong_kind_is_refused_at_opening(requ
     assert hub.stats().opened == 0 and recorder.events == []
 
 
+def test_a_choice_of_a_string_is_refused_where_it_is_made():
+    # A str is a sequence: choice("q", "go?", "yes") offered "y", "e" and "s".
+    with pytest.raises(
+        ValueError, match="`choices` must be a list of strings, got the string 'yes'"
+    ):
+        InteractionRequest.choice("q", "go?", "yes")
+    assert InteractionRequest.choice("q", "go?", ("yes",)).choices == ("yes",)
+
+
 def test_an_answer_whose_value_or_approval_is_of_the_wrong_kind_is_refused_and_changes_nothing():
     recorder = Recorder()
     hub = InteractionHub(clock=ManualClock(), listener=recorder)
