@@ -130,7 +130,7 @@ class AskUserTool(ToolBase):
         if not isinstance(prompt, str) or not prompt:
             raise ValueError(f"tool {self.name!r} needs the argument 'prompt', got {prompt!r}")
         choices = args.get("choices") or ()
-        if isinstance(choices, str) or not all(isinstance(c, str) for c in choices):
+        if not isinstance(choices, list | tuple) or not all(isinstance(c, str) for c in choices):
             raise ValueError(f"tool {self.name!r}: `choices` must be strings, got {choices!r}")
         if choices:
             response = ctx.ask(InteractionRequest.choice("", prompt, list(choices)))

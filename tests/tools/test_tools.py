@@ -289,6 +289,15 @@ def test_ask_user_without_a_hub_or_a_prompt_is_a_clear_error_result():
         ToolCall("c1", "ask_user", {}), agent_id="a1", cancel=CancelToken(), hub=hub
     )
     assert got.error == "ValueError: tool 'ask_user' needs the argument 'prompt', got None"
+    # A model's call with a number for the choices raised "TypeError: 'int' object is not
+    # iterable", which named neither the tool nor the argument.
+    got = tools.run_call(
+        ToolCall("c2", "ask_user", {"prompt": "which?", "choices": 5}),
+        agent_id="a1",
+        cancel=CancelToken(),
+        hub=hub,
+    )
+    assert got.error == "ValueError: tool 'ask_user': `choices` must be strings, got 5"
 
 
 def test_ask_user_past_its_timeout_withdraws_its_prompt():
