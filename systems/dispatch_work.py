@@ -5,7 +5,7 @@ from __future__ import annotations
 import esper
 
 from components import InteractionKind, InteractionRequest, Phase
-from runtime.hub import check_request
+from runtime.hub.core import screen_request
 from runtime.models.base import ModelRequest
 from runtime.world.actions import Action, Ask, CallTools, Think
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
@@ -95,13 +95,11 @@ def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
     elif cls is Ask:
         assert isinstance(action, Ask)
         request = action.request
-        if isinstance(request, InteractionRequest) and (
-            request.kind is _CHOICE or request.kind.__class__ is not InteractionKind
-        ):
+        if isinstance(request, InteractionRequest):
             # A hand-built request the hub would refuse, refused here, where a replay (which
             # opens no prompt) refuses it at the same step. (Not a request at all cannot
             # get here: `Ask` refuses it when it is made.)
-            check_request(request)
+            screen_request(request)
         if not request.id:
             request = request.with_id(mint(rec, "p"))
         turn.phase, turn.inflight = Phase.AWAITING_INPUT, request.id

@@ -13,6 +13,7 @@ from typing import Any
 from runtime import (
     Ask,
     CallTools,
+    InteractionKind,
     InteractionRequest,
     Journal,
     ManualClock,
@@ -119,4 +120,17 @@ def asks_badly(turn: Any) -> Any:
     """Ask with a request built by hand whose kind is a string, not an InteractionKind."""
     yield Sleep(1)
     answer = yield Ask(InteractionRequest("", "free_text", "name?"))  # type: ignore[arg-type]
+    return answer
+
+
+def asks_with_a_bad_field(turn: Any) -> Any:
+    """Ask a free-text question one of whose fields (``turn.message`` names it) is of the
+    wrong kind: a prompt of 6, a stage of None, ``required="no"``."""
+    fields: dict[str, Any] = {"prompt": "name?", "stage": "", "required": True}
+    fields[turn.message] = {"prompt": 6, "stage": None, "required": "no"}[turn.message]
+    yield Sleep(1)
+    request = InteractionRequest(
+        "", InteractionKind.FREE_TEXT, fields["prompt"], (), fields["stage"], fields["required"]
+    )
+    answer = yield Ask(request)
     return answer

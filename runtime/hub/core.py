@@ -218,26 +218,16 @@ class HubCore:
                 open=len(self._open),
             )
 
-    def _open_entry(  # noqa: PLR0915 - hot: every opening, its common cases inlined
+    def _open_entry(
         self, agent_id: str, request: InteractionRequest, waiter: _Waiter | None
     ) -> PromptOpened:
         """Add a request to the open set and report it; the one way in.
 
         Raises:
             TypeError: ``request`` is not an `InteractionRequest`.
-            ConfigError: its ``kind`` is not an `InteractionKind`, or a choice without a
-                non-empty tuple of string choices.
+            ConfigError: what `check_request` refuses.
         """
-        if (
-            request.__class__ is not InteractionRequest
-            or request.kind.__class__ is not InteractionKind
-            or request.kind is InteractionKind.CHOICE
-            or request.id.__class__ is not str
-            or request.prompt.__class__ is not str
-            or request.stage.__class__ is not str
-            or request.required.__class__ is not bool
-        ):
-            check_request(request)  # the plain request of another kind needs no more
+        screen_request(request)
         with self._lock:
             # Everything that may raise comes before the first change of state.
             offset = self._offset
@@ -492,6 +482,27 @@ def check_request(request: object) -> None:
     else:
         return
     raise ConfigError(f"request {shown(request.id)}: {why}")
+
+
+def screen_request(request: object) -> None:
+    """`check_request`, paid for only by a request that could fail it: a plain request of
+    a kind other than choice passes on a few class checks. The hub's opening and the
+    world's dispatch both screen with it, so that a replay (which opens no prompt) refuses
+    exactly the requests a live run's hub refuses, at the same step.
+
+    Raises:
+        TypeError, ConfigError: as `check_request`.
+    """
+    if (
+        request.__class__ is not InteractionRequest
+        or request.kind.__class__ is not InteractionKind
+        or request.kind is InteractionKind.CHOICE
+        or request.id.__class__ is not str
+        or request.prompt.__class__ is not str
+        or request.stage.__class__ is not str
+        or request.required.__class__ is not bool
+    ):
+        check_request(request)
 
 
 def check_response(response: InteractionResponse) -> None:

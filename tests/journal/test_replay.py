@@ -361,6 +361,31 @@ def test_an_ask_the_hub_would_refuse_fails_its_agent_alike_live_and_in_the_repla
     assert replay(path).agents == 2
 
 
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("prompt", "`prompt` must be a string, got 6"),
+        ("stage", "`stage` must be a string, got None"),
+        ("required", "`required` must be True or False, got 'no'"),
+    ],
+)
+def test_an_ask_with_a_field_of_the_wrong_kind_fails_alike_live_and_in_the_replay(
+    tmp_path, field, message
+):
+    # The hub refused these live (at opening, which a replay does not do) while the dispatch
+    # let them through: the replay diverged at the Ask's tick.
+    path = tmp_path / "run.db"
+    world = World(seed=1, clock=ManualClock(), journal=Journal.create(path))
+    try:
+        bad = world.spawn(jb.asks_with_a_bad_field, field)
+        world.run_until_idle()
+        status = world.status(bad)
+        assert status.kind is StatusKind.ERROR and status.message.endswith(message)
+    finally:
+        world.close()
+    assert replay(path).agents == 1
+
+
 def test_replay_until_a_tick_stops_there(tmp_path):
     path = tmp_path / "run.db"
     _valid_journal(path)
