@@ -52,7 +52,8 @@ class InteractionHub(HubCore):
         Raises:
             DuplicateRequestError: a request with this id is already open.
             TypeError: ``request`` is not an `InteractionRequest`.
-            ConfigError: the request's ``kind`` or ``choices`` are malformed.
+            ConfigError: the request is malformed (see `check_request`: a field of the
+                wrong kind, a choice without choices).
         """
         opened = self._open_entry(agent_id, request, None)
         wake = self._wake
