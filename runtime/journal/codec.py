@@ -9,7 +9,10 @@ only of a type it knows (registered, or importable by name).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import types
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +27,7 @@ from components import (
 )
 from runtime.errors import JournalError
 from runtime.lane import ToolOutcome
-from runtime.lane.values import NotJSON, json_value
+from runtime.lane.values import NotJSON, json_value, shown
 from runtime.models.base import ModelReply, decode_reply, encode_reply
 from runtime.world.digest import canonical
 from runtime.world.host_data import field_names, type_name
@@ -278,9 +281,98 @@ def decode_input(kind: str, payload: str) -> object:
     if decode is None:
         raise JournalError(f"journal holds an input of unknown kind {kind!r}")
     try:
-        return decode(_loads(payload))
+        item = decode(_loads(payload))
+        _check_shape(item)
     except (KeyError, TypeError, ValueError) as exc:
         raise JournalError(f"journal holds a malformed {kind} input: {exc}") from exc
+    except _Misshapen as bad:
+        where = "".join(reversed(bad.path)).replace(".[", "[")
+        raise JournalError(f"journal holds a malformed {kind} input: `{where}` {bad.why}") from None
+    return item
+
+
+# The classes a field's value may have, by its annotation: a float field takes an int too
+# (JSON may write 2.0 as 2); a bool is no int here, though Python says it is one.
+_SCALARS: dict[object, tuple[type, ...]] = {
+    str: (str,),
+    bool: (bool,),
+    int: (int,),
+    float: (float, int),
+}
+
+
+# A dataclass's checks: each scalar field (its name, the classes its value may have,
+# whether it may be None) and the other fields, which may hold data to look into. A class
+# that is no dataclass (a str, a dict, a list) has none: `_NONE`.
+_Shape = tuple[tuple[tuple[str, tuple[type, ...], bool], ...], tuple[str, ...]]
+_NONE: _Shape = ((), ())
+_SHAPES: dict[type, _Shape] = {}
+_PLAIN = frozenset({str, int, float, bool, type(None), list, dict})  # JSON's own: no fields
+
+
+def _read_shape(cls: type) -> _Shape:
+    if not dataclasses.is_dataclass(cls):
+        return _NONE
+    hints = typing.get_type_hints(cls)
+    scalars, others = [], []
+    for field in dataclasses.fields(cls):
+        hint, optional = hints[field.name], False
+        args = typing.get_args(hint)
+        if isinstance(hint, types.UnionType) and len(args) == 2 and type(None) in args:
+            hint, optional = args[0] if args[1] is type(None) else args[1], True
+        kinds = _SCALARS.get(hint)
+        if kinds is not None:
+            scalars.append((field.name, kinds, optional))
+        else:
+            others.append(field.name)
+    return tuple(scalars), tuple(others)
+
+
+class _Misshapen(Exception):
+    # The path is built only on the way out of a failure: a good input pays nothing for it.
+    def __init__(self, name: str, why: str) -> None:
+        self.path, self.why = [name], why
+
+
+def _check_shape(value: Any) -> None:
+    """Refuse a decoded input whose scalar fields, or those of the data inside it (a
+    request, a response, tool results, a reply's usage), are not of their declared type.
+
+    A journal is data from outside: an agent id of 5 or a list decoded without complaint
+    and failed the replay deep inside ("internal error: TypeError: '<' not supported").
+
+    Raises:
+        _Misshapen: naming the field (its path) and the value.
+    """
+    cls = value.__class__
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        shape = _SHAPES[cls] = _read_shape(cls)
+    scalars, others = shape
+    for name, kinds, optional in scalars:
+        field = getattr(value, name)
+        if field.__class__ not in kinds and not (optional and field is None):
+            also = " or null" if optional else ""
+            raise _Misshapen(name, f"must be a {kinds[0].__name__}{also}, got {shown(field)}")
+    for name in others:
+        inner = getattr(value, name)
+        kind = inner.__class__
+        if kind in _PLAIN:
+            continue
+        try:
+            if kind is tuple:
+                for index, item in enumerate(inner):
+                    if item.__class__ not in _PLAIN:
+                        try:
+                            _check_shape(item)
+                        except _Misshapen as bad:
+                            bad.path.append(f"[{index}].")
+                            raise
+            else:
+                _check_shape(inner)
+        except _Misshapen as bad:
+            bad.path.append(f"{name}.")
+            raise
 
 
 _DECODER = json.JSONDecoder()

@@ -115,7 +115,11 @@ class JournalReader:
         for tick, seq, kind, payload in self._query(
             "SELECT tick, seq, kind, payload FROM inputs WHERE tick <= ? ORDER BY tick, seq", limit
         ):
-            inputs.setdefault(tick, []).append((seq, decode_input(kind, payload)))
+            try:
+                item = decode_input(kind, payload)
+            except JournalError as exc:  # where it is, for a reader of the damaged file
+                raise JournalError(f"tick {tick}, input {seq}: {exc}") from exc
+            inputs.setdefault(tick, []).append((seq, item))
         by_tick: dict[int, dict[str, dict[str, Any]]] = {}
         if states:
             for tick, agent, fields in self._query(

@@ -8,12 +8,14 @@ alters what a tick records or how a state is digested without versioning the jou
 
 from __future__ import annotations
 
+import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
 
-from runtime import World
+from runtime import JournalError, ReplayDivergence, World
 from runtime.journal import Journal, JournalReader, replay, resume
 from runtime.journal.store import FORMAT_VERSION
 from tests.journal import fixture_resources
@@ -86,3 +88,61 @@ def test_a_journal_written_now_is_of_the_newest_format(tmp_path):
         world.tick()
     with JournalReader(path) as reader:
         assert reader.format == FORMAT_VERSION == 2
+
+
+def _tampered(fixture: Path, tmp_path: Path) -> list[tuple[str, Path]]:
+    """Copies of ``fixture``, each with one input's field set to a value of the wrong kind:
+    every top-level field of the first input of each kind, and every field one level in."""
+    with sqlite3.connect(fixture) as db:
+        rows = db.execute("SELECT tick, seq, kind, payload FROM inputs ORDER BY tick, seq")
+        first = {kind: (tick, seq, payload) for tick, seq, kind, payload in reversed(list(rows))}
+    out = []
+    for kind, (tick, seq, payload) in sorted(first.items()):
+        data = json.loads(payload)
+        paths = [(key,) for key in data] + [
+            (key, inner)
+            for key, value in data.items()
+            if isinstance(value, dict)
+            for inner in value
+        ]
+        for where in paths:
+            for bad in (5, [1], True):
+                changed = json.loads(payload)
+                target = changed
+                for key in where[:-1]:
+                    target = target[key]
+                if target[where[-1]] == bad or isinstance(target[where[-1]], dict | list):
+                    continue  # the same value, or a container whose own fields are tried
+                target[where[-1]] = bad
+                path = tmp_path / f"{kind}-{'.'.join(where)}-{type(bad).__name__}.db"
+                shutil.copyfile(fixture, path)
+                with sqlite3.connect(path) as db:
+                    db.execute(
+                        "UPDATE inputs SET payload = ? WHERE tick = ? AND seq = ?",
+                        (json.dumps(changed), tick, seq),
+                    )
+                out.append((f"{kind}.{'.'.join(where)}={bad!r}", path))
+    return out
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
+def test_a_journal_with_an_input_of_the_wrong_shape_is_refused_naming_it(fixture, tmp_path):
+    # An agent id of 5 or [1] decoded without complaint and failed the replay deep inside
+    # ("internal error: TypeError: '<' not supported between 'int' and 'str'"). Whatever a
+    # damaged or hand-made journal holds, a replay now matches, diverges or says what is
+    # wrong with which input: never another error.
+    tampered = _tampered(fixture, tmp_path)
+    assert len(tampered) > 60
+    errors: dict[str, str] = {}
+    for what, path in tampered:
+        try:
+            replay(path)
+        except JournalError as exc:
+            errors[what] = str(exc)
+        except ReplayDivergence:
+            pass  # a value of the right kind but another meaning (a bool where 5 was)
+    assert len(errors) > len(tampered) // 2
+    assert all(message.startswith("tick ") for message in errors.values()), errors
+    assert errors["spawn.agent_id=5"].endswith(
+        "malformed spawn input: `agent_id` must be a str, got 5"
+    )
