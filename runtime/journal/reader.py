@@ -18,6 +18,7 @@ from typing import Any
 from runtime._version import __version__
 from runtime.errors import JournalError
 from runtime.journal.codec import decode_input
+from runtime.lane.values import shown
 from runtime.world.state import JOURNAL_FORMAT
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "JournalReader", "RecordedTick"]
@@ -52,6 +53,49 @@ def _read_only_uri(path: Path) -> str:
     return uri
 
 
+# What each header key holds, as the world and the scenario write it. A journal is data
+# from outside: a header of 5, or a `tools` of null, failed a replay or resume deep inside
+# ("internal error: AttributeError: 'int' object has no attribute 'get'"). Absent keys
+# are fine (older journals lack some; readers default them).
+_NUMBER = (int, float)
+_HEADER: dict[str, tuple[type, ...]] = {
+    "format": (int,),
+    "seed": (int,),
+    "clock": (str,),
+    "lockstep": (bool, type(None)),
+    "start": _NUMBER,
+    "tool_capacity": (int,),
+    "inference_capacity": (int,),
+    "interaction_timeout_secs": _NUMBER,
+    "keep_finished": (int, type(None)),
+    "tools": (list,),
+    "approval_required": (list,),
+    "models": (list,),
+    "scenario": (dict, type(None)),
+    "setup": (str, type(None)),
+    "versions": (dict,),
+}
+
+
+def _check_header(where: str, header: object) -> None:
+    """Refuse a header that is not an object, or whose known keys hold the wrong kind.
+
+    Raises:
+        JournalError: naming the key and the value.
+    """
+    if not isinstance(header, dict):
+        raise JournalError(f"{where!r} has a damaged header: not an object, got {shown(header)}")
+    for key, kinds in _HEADER.items():
+        if key not in header:
+            continue
+        value = header[key]
+        bad = value.__class__ not in kinds or (
+            isinstance(value, list) and not all(isinstance(name, str) for name in value)
+        )
+        if bad:
+            raise JournalError(f"{where!r} has a damaged header: `{key}` is {shown(value)}")
+
+
 class JournalReader:
     """A journal opened for reading (never written). ``header`` is its header dict.
 
@@ -80,6 +124,7 @@ class JournalReader:
             raise JournalError(f"{where!r} has a damaged header: {exc}") from exc
         if version < 1:
             raise JournalError(f"{where!r} has a damaged header: format {version}")
+        _check_header(where, self.header)
         if version > FORMAT_VERSION:
             raise JournalError(
                 f"{where!r} is journal format {version}, newer than this tickwork"

@@ -146,3 +146,31 @@ def test_a_journal_with_an_input_of_the_wrong_shape_is_refused_naming_it(fixture
     assert errors["spawn.agent_id=5"].endswith(
         "malformed spawn input: `agent_id` must be a str, got 5"
     )
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        (5, "not an object, got 5"),
+        ({"seed": "7"}, "`seed` is '7'"),
+        ({"tools": None}, "`tools` is None"),
+        ({"models": [5]}, "`models` is [5]"),
+        ({"scenario": "x"}, "`scenario` is 'x'"),
+        ({"lockstep": "yes"}, "`lockstep` is 'yes'"),
+    ],
+    ids=["not-an-object", "seed", "tools-null", "models-numbers", "scenario-text", "lockstep"],
+)
+def test_a_journal_whose_header_holds_the_wrong_kind_is_refused_naming_the_key(
+    tmp_path, header, message
+):
+    # Each failed a replay or resume with "internal error: AttributeError: 'int' object has
+    # no attribute 'get'" (or "'NoneType' object is not iterable").
+    path = tmp_path / "run.db"
+    shutil.copyfile(FIXTURES[0], path)
+    with sqlite3.connect(path) as db:
+        (stored,) = db.execute("SELECT value FROM meta WHERE key = 'header'").fetchone()
+        value = {**json.loads(stored), **header} if isinstance(header, dict) else header
+        db.execute("UPDATE meta SET value = ? WHERE key = 'header'", (json.dumps(value),))
+    with pytest.raises(JournalError) as caught:
+        replay(path)
+    assert str(caught.value) == f"{str(path)!r} has a damaged header: {message}"
