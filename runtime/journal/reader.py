@@ -96,6 +96,24 @@ def _check_header(where: str, header: object) -> None:
             raise JournalError(f"{where!r} has a damaged header: `{key}` is {shown(value)}")
 
 
+def _agent_fields(tick: object, agent: object, text: object) -> dict[str, Any]:
+    """An ``agent_states`` row's fields, refused unless they are a JSON object of an agent
+    (a damaged row failed the explanation of a divergence with an internal error).
+
+    Raises:
+        JournalError: naming the tick and the agent.
+    """
+    try:
+        fields = json.loads(text) if isinstance(text, str | bytes) else None
+    except ValueError:
+        fields = None
+    if not isinstance(agent, str) or not isinstance(fields, dict):
+        raise JournalError(
+            f"tick {tick}: the recorded state of agent {shown(agent)} is damaged: {shown(text)}"
+        )
+    return fields
+
+
 class JournalReader:
     """A journal opened for reading (never written). ``header`` is its header dict.
 
@@ -170,7 +188,7 @@ class JournalReader:
             for tick, agent, fields in self._query(
                 "SELECT tick, agent, fields FROM agent_states WHERE tick <= ?", limit
             ):
-                by_tick.setdefault(tick, {})[agent] = json.loads(fields)
+                by_tick.setdefault(tick, {})[agent] = _agent_fields(tick, agent, fields)
         for tick, now, digest in ticks:
             yield RecordedTick(tick, now, digest, inputs.get(tick, []), by_tick.get(tick, {}))
 
@@ -187,7 +205,7 @@ class JournalReader:
         for when, agent, fields in self._query(
             "SELECT tick, agent, fields FROM agent_states WHERE tick <= ? ORDER BY tick", tick
         ):
-            last[agent] = json.loads(fields)
+            last[agent] = _agent_fields(when, agent, fields)
             if when == tick:
                 at[agent] = last[agent]
         return last, at

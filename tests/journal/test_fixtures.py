@@ -174,3 +174,21 @@ def test_a_journal_whose_header_holds_the_wrong_kind_is_refused_naming_the_key(
     with pytest.raises(JournalError) as caught:
         replay(path)
     assert str(caught.value) == f"{str(path)!r} has a damaged header: {message}"
+
+
+@pytest.mark.parametrize("fields", ["5", "[1]", "garbage"])
+def test_a_divergence_explained_from_damaged_agent_states_names_the_row(tmp_path, fields):
+    # A replay that diverges reads the recorded agent states to explain it; a damaged row
+    # failed that with "internal error: TypeError: 'int' object is not iterable".
+    path = tmp_path / "run.db"
+    shutil.copyfile(FIXTURES[0], path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE ticks SET digest = '00' WHERE tick = 3")
+        db.execute("UPDATE agent_states SET fields = ?", (fields,))
+        (tick, agent) = db.execute(
+            "SELECT tick, agent FROM agent_states ORDER BY tick, agent LIMIT 1"
+        ).fetchone()
+    with pytest.raises(
+        JournalError, match=rf"^tick {tick}: the recorded state of agent '{agent}' is damaged"
+    ):
+        replay(path)
