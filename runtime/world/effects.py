@@ -23,7 +23,7 @@ from runtime.lane.tool_lane import ToolLane
 from runtime.lane.values import NotJSON, json_value
 from runtime.models.base import Model, ModelReply, ModelRequest
 from runtime.models.streaming import Stream, StreamHub
-from runtime.models.usage import UsageMeter
+from runtime.models.usage import Usage, UsageMeter
 from runtime.tools.base import SupportsAsk
 from runtime.tools.registry import ToolRegistry
 from runtime.world import sigint
@@ -437,7 +437,9 @@ def _complete(
         if not streams.end(stream):
             # Stopped by an interrupt that carries the partial text: this reply is stale.
             raise _interrupted(cancel)
-        usage.add(request.model, getattr(reply, "usage", None))
+        spent = getattr(reply, "usage", None)
+        if _usage_problem(spent) is None:  # else the reply is refused below, saying why
+            usage.add(request.model, spent)
         try:
             return [ToolResult(ref, output=checked_reply(reply))]
         except NotJSON as exc:
@@ -459,6 +461,20 @@ def _interrupted(cancel: CancelToken) -> Cancelled:
     return Cancelled(INTERRUPTED)
 
 
+def _usage_problem(usage: object) -> str | None:
+    """What is wrong with a reply's ``usage`` (None when it is None or a `Usage` of counts:
+    whole numbers >= 0; a negative count would give an agent's budget back)."""
+    if usage is None:
+        return None
+    if not isinstance(usage, Usage):
+        return f"usage: a {type(usage).__name__} is not a Usage"
+    for name in ("input_tokens", "output_tokens"):
+        count = getattr(usage, name)
+        if count.__class__ is not int or count < 0:
+            return f"usage.{name}: must be an int >= 0, got {count!r}"
+    return None
+
+
 def checked_reply(reply: object) -> ModelReply:
     """A model's answer as a `ModelReply` a journal stores and gives back unchanged.
 
@@ -467,9 +483,17 @@ def checked_reply(reply: object) -> ModelReply:
     tool calls; any other JSON value becomes its JSON text.
 
     Raises:
-        NotJSON: the reply, its text or a tool call's arguments cannot be JSON.
+        NotJSON: the reply, its text or a tool call's arguments cannot be JSON, its
+            ``usage`` is not a `Usage` of whole numbers >= 0 (a negative count would give
+            an agent's budget back) or its ``finish_reason`` is not a string.
     """
     if isinstance(reply, ModelReply):
+        problem = None if reply.usage is None else _usage_problem(reply.usage)
+        if problem is not None:
+            raise NotJSON(problem)
+        finish: object = reply.finish_reason  # typed models are right; others are checked
+        if finish is not None and finish.__class__ is not str and not isinstance(finish, str):
+            raise NotJSON(f"finish_reason: a {type(finish).__name__} is not a string")
         if type(reply) is ModelReply and type(reply.text) is str and not reply.tool_calls:
             return reply  # already what a journal gives back (the common reply, per Think)
         if not isinstance(reply.text, str):

@@ -27,6 +27,7 @@ from runtime import (
     Think,
     ToolCall,
     ToolRegistry,
+    Usage,
     Wake,
     World,
     replay,
@@ -80,8 +81,29 @@ def test_a_tool_output_is_settled_at_the_boundary_so_live_and_replay_see_the_sam
 
 @pytest.mark.parametrize(
     "reply",
-    [math.nan, {1, 2}, object(), HUGE, ModelReply("ok", (ToolCall("t1", "x", {"n": math.inf}),))],
-    ids=["nan", "set", "object", "huge-int", "nan-in-tool-args"],
+    [
+        math.nan,
+        {1, 2},
+        object(),
+        HUGE,
+        ModelReply("ok", (ToolCall("t1", "x", {"n": math.inf}),)),
+        # A usage of a tuple raised AttributeError on the lane (a traceback logged); a
+        # negative one was metered, giving the agent's budget back; a finish reason of 5
+        # came back from the journal as "5".
+        ModelReply("ok", usage=(1, 2)),  # type: ignore[arg-type]
+        ModelReply("ok", usage=Usage(-5, 3)),
+        ModelReply("ok", finish_reason=5),  # type: ignore[arg-type]
+    ],
+    ids=[
+        "nan",
+        "set",
+        "object",
+        "huge-int",
+        "nan-in-tool-args",
+        "usage-tuple",
+        "usage-negative",
+        "finish-int",
+    ],
 )
 def test_a_model_reply_that_is_not_json_is_the_agents_error_not_the_ticks(tmp_path, reply):
     class OddModel:
@@ -112,6 +134,7 @@ def test_a_model_reply_that_is_not_json_is_the_agents_error_not_the_ticks(tmp_pa
         world.close()
     [message] = caught
     assert "model 'default'" in message and "not a JSON value" in message
+    assert world.token_usage() == {}  # nothing a refused reply says it spent was counted
 
 
 def test_a_behaviour_result_json_cannot_hold_never_fails_a_journaled_tick(tmp_path):
