@@ -307,6 +307,7 @@ _SCALARS: dict[object, tuple[type, ...]] = {
 _Shape = tuple[tuple[tuple[str, tuple[type, ...], bool], ...], tuple[str, ...]]
 _NONE: _Shape = ((), ())
 _SHAPES: dict[type, _Shape] = {}
+_NAMED = {str: "a string", bool: "true or false", int: "an integer", float: "a number"}
 _PLAIN = frozenset({str, int, float, bool, type(None), list, dict})  # JSON's own: no fields
 
 
@@ -353,7 +354,8 @@ def _check_shape(value: Any) -> None:
         field = getattr(value, name)
         if field.__class__ not in kinds and not (optional and field is None):
             also = " or null" if optional else ""
-            raise _Misshapen(name, f"must be a {kinds[0].__name__}{also}, got {shown(field)}")
+            what = _NAMED[kinds[0]]
+            raise _Misshapen(name, f"must be {what}{also}, got {shown(field)}")
     for name in others:
         inner = getattr(value, name)
         kind = inner.__class__

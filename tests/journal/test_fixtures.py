@@ -144,7 +144,7 @@ def test_a_journal_with_an_input_of_the_wrong_shape_is_refused_naming_it(fixture
     assert len(errors) > len(tampered) // 2
     assert all(message.startswith("tick ") for message in errors.values()), errors
     assert errors["spawn.agent_id=5"].endswith(
-        "malformed spawn input: `agent_id` must be a str, got 5"
+        "malformed spawn input: `agent_id` must be a string, got 5"
     )
 
 
