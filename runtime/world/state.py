@@ -440,6 +440,10 @@ class WorldState:
         # threads may read which ids exist under that lock without the tick's.
         self.records: dict[str, AgentRecord] = {}
         self.ids_lock = threading.Lock()
+        # One `AgentSpec` per (behaviour, interactive), shared by every agent made with
+        # them (48 B an agent): nothing changes a spec once its entity is made (a host's
+        # `ctx.set` refuses built-in components), and equal values digest alike.
+        self.specs: dict[tuple[str, bool], AgentSpec] = {}
         self.created: list[str] = []  # agents created since the world last looked
         self.next_ordinal = 0
         # This tick's inputs, in sequence order; outcomes are set aside for CollectOutcomes.

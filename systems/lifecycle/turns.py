@@ -80,7 +80,9 @@ def create_agent(
     if components:
         components = tuple(state.host.resolve(c) for c in components)
     agent = Agent(agent_id, name, parent)
-    spec = AgentSpec(behavior, interactive)
+    spec = state.specs.get((behavior, interactive))
+    if spec is None:
+        spec = state.specs[behavior, interactive] = AgentSpec(behavior, interactive)
     status = Status(StatusKind.IDLE)
     turn = TurnState()
     history = History()

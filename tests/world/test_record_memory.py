@@ -191,3 +191,22 @@ def test_a_short_history_is_sized_to_fit_and_stays_the_same_list_as_it_grows():
         assert [e.content for e in view] == ["hi"] + [f"m{n}" for n in range(2, 8)]
     finally:
         world.close()
+
+
+def test_agents_made_with_one_behaviour_share_one_spec_and_others_get_their_own():
+    def chatter(turn):
+        yield from ()
+
+    world = World(clock=ManualClock())
+    try:
+        first, second = world.spawn(_asker), world.spawn(_asker)
+        talker = world.spawn(_asker, interactive=True)
+        other = world.spawn(chatter)
+        world.tick()
+        specs = {a: world._state.records[a].spec for a in (first, second, talker, other)}
+        assert specs[first] is specs[second]  # one object: a spec never changes
+        assert specs[talker] is not specs[first] and specs[talker].interactive
+        assert specs[other] is not specs[first] and specs[other].behavior != specs[first].behavior
+        assert [s.interactive for s in specs.values()] == [False, False, True, False]
+    finally:
+        world.close()
