@@ -10,7 +10,7 @@ from runtime.models.base import ModelRequest
 from runtime.world.actions import Action, Ask, CallTools, Think
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
-from .lifecycle import add_history, fail, mint, resume_with, turn_token
+from .lifecycle import add_prompt, fail, mint, resume_with, turn_token
 
 __all__ = ["DispatchWork", "launch_tools"]
 
@@ -103,7 +103,7 @@ def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
         if not request.id:
             request = request.with_id(mint(rec, "p"))
         turn.phase, turn.inflight = Phase.AWAITING_INPUT, request.id
-        add_history(state, rec, "assistant", request.prompt)
+        add_prompt(state, rec, request.prompt)
         state.effects.open_prompt(rec.id, request)
     state.touch(rec)
 

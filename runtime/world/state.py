@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from components import (
     Agent,
     AgentSpec,
+    Entry,
     History,
     InteractionKind,
     InteractionRequest,
@@ -444,6 +445,9 @@ class WorldState:
         # them (48 B an agent): nothing changes a spec once its entity is made (a host's
         # `ctx.set` refuses built-in components), and equal values digest alike.
         self.specs: dict[tuple[str, bool], AgentSpec] = {}
+        # The history entry of the latest `Ask`'s question: agents asking the same string
+        # share it (see `systems.lifecycle.history.add_prompt`).
+        self.last_prompt: Entry | None = None
         self.created: list[str] = []  # agents created since the world last looked
         self.next_ordinal = 0
         # This tick's inputs, in sequence order; outcomes are set aside for CollectOutcomes.

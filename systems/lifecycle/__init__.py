@@ -6,7 +6,7 @@
 here.
 """
 
-from .history import add_history, as_text, record_tool_results
+from .history import add_history, add_prompt, as_text, record_tool_results
 from .status import derive_status, reflect, set_active
 from .turns import (
     CANCELLED_CALL,
@@ -30,6 +30,7 @@ __all__ = [
     "CANCELLED_CALL",
     "abandon_turn",
     "add_history",
+    "add_prompt",
     "as_text",
     "await_children",
     "check_join",

@@ -9,7 +9,7 @@ from typing import Any
 from components import Entry, ToolResult
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
-__all__ = ["add_history", "as_text", "record_tool_results"]
+__all__ = ["add_history", "add_prompt", "as_text", "record_tool_results"]
 
 
 def as_text(value: Any) -> str:
@@ -58,6 +58,24 @@ def add_history(state: WorldState, rec: AgentRecord, role: str, content: str) ->
     entries in when a digest needs it. A world that tracks no digests (the default) then
     never pays for canonical JSON and blake2b per entry on the hot path.
     """
+    _append(state, rec, Entry(role, content))
+
+
+def add_prompt(state: WorldState, rec: AgentRecord, prompt: str) -> None:
+    """Append the question an ``Ask`` puts to a person, as the agent's ``assistant`` entry.
+
+    Agents that ask the very same string (a literal in their behaviour, as most questions
+    to a person are) share one entry: entries are frozen, so one object serves them all
+    (48 B an agent waiting on such a prompt). Only the latest prompt's entry is kept for
+    this, so the world holds one prompt beyond what its agents hold.
+    """
+    entry = state.last_prompt
+    if entry is None or entry.content is not prompt:
+        entry = state.last_prompt = Entry("assistant", prompt)
+    _append(state, rec, entry)
+
+
+def _append(state: WorldState, rec: AgentRecord, entry: Entry) -> None:
     entries = rec.history.entries
     if len(entries) < _EXACT_UP_TO:
         # Refilled in place, sized to fit: `append` gives a list its first four slots at
@@ -67,9 +85,9 @@ def add_history(state: WorldState, rec: AgentRecord, role: str, content: str) ->
         # a host may hold it), refilled from a tuple that keeps every entry alive
         # meanwhile; from three entries on it has the four slots appending would have
         # given it, so appending takes over at four and grows it exactly as before.
-        list.__init__(entries, (*entries, Entry(role, content)))
+        list.__init__(entries, (*entries, entry))
     else:
-        entries.append(Entry(role, content))
+        entries.append(entry)
     state.touch(rec)
 
 

@@ -210,3 +210,23 @@ def test_agents_made_with_one_behaviour_share_one_spec_and_others_get_their_own(
         assert [s.interactive for s in specs.values()] == [False, False, True, False]
     finally:
         world.close()
+
+
+def test_agents_asking_the_same_question_share_its_history_entry_and_others_keep_theirs():
+    def asks(turn):
+        answer = yield Ask(InteractionRequest.free_text("", turn.message))
+        return answer.value
+
+    question = "go on?"
+    other = "".join(["go", " on?"])  # equal, but another string
+    world = World(clock=ManualClock())
+    try:
+        ids = [world.spawn(asks, m) for m in (question, question, other)]
+        world.run_until_idle(skip_time=False)
+        prompts = [world._state.records[a].history.entries[-1] for a in ids]
+        assert [(e.role, e.content) for e in prompts] == [("assistant", "go on?")] * 3
+        assert prompts[0] is prompts[1]  # one frozen entry for the same question
+        assert prompts[2] is not prompts[0] and prompts[2].content is other
+        assert [e.content for e in world.history(ids[0])] == ["go on?", "go on?"]
+    finally:
+        world.close()
