@@ -61,11 +61,13 @@ class Agent:
     parent: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class AgentSpec:
     """How an agent's turns are made: the behaviour's name and whether it is interactive.
 
     ``behavior`` is the name a journal stores (``module:function`` or a registered name).
+    Frozen: the agents made with one behaviour share one spec (48 B an agent), so a change
+    to one in place would change them all (`ctx.query(AgentSpec)` hands out the live one).
     """
 
     behavior: str

@@ -230,3 +230,30 @@ def test_agents_asking_the_same_question_share_its_history_entry_and_others_keep
         assert [e.content for e in world.history(ids[0])] == ["go on?", "go on?"]
     finally:
         world.close()
+
+
+def test_a_host_system_cannot_change_a_shared_spec_in_place():
+    # ctx.query hands out the live component; with one spec shared by every agent of a
+    # behaviour, an in-place change for one agent would have changed them all, silently.
+    import dataclasses
+
+    from components import AgentSpec
+
+    errors: list[BaseException] = []
+
+    def flips(ctx):
+        for _entity, (spec,) in ctx.query(AgentSpec):
+            try:
+                spec.interactive = True
+            except dataclasses.FrozenInstanceError as exc:
+                errors.append(exc)
+            return
+
+    world = World(clock=ManualClock())
+    try:
+        world.add_system(flips)
+        first, second = world.spawn(_asker), world.spawn(_asker)
+        world.tick()
+        assert errors and not any(world._state.records[a].spec.interactive for a in (first, second))
+    finally:
+        world.close()
