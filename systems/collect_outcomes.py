@@ -132,11 +132,13 @@ def _collect(state: WorldState, rec: AgentRecord, seq: int, item: Any) -> None:
             return
         rec.add_prompt(item.request)
         state.prompt_changed[rec.ordinal] = rec
-        state.touch(rec)
+        state.dirty[rec.ordinal] = rec  # `touch`, inlined
+        state.changed_this_tick += 1
     elif cls is PromptSettled:
         if rec.drop_prompt(item.request_id):
             state.prompt_changed[rec.ordinal] = rec
-            state.touch(rec)
+            state.dirty[rec.ordinal] = rec  # `touch`, inlined
+            state.changed_this_tick += 1
         if paused:
             _hold(rec, seq, item)
         else:

@@ -141,9 +141,17 @@ def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
         end_turn(state, rec, gen)
         return
     turn.behavior = gen
-    turn.phase = Phase.READY
-    state.make_ready(rec)
-    set_active(rec)
+    turn.phase = _READY
+    status = rec.status
+    kind = status.kind
+    if (kind is _IDLE or kind is _ACTIVE) and not rec.prompts:
+        # `make_ready` and `set_active` of an agent neither paused nor terminal with no
+        # prompt open (every new agent's first turn): to `ready`, and ACTIVE.
+        state.ready[rec.ordinal] = rec
+        status.kind, status.reason, status.message = _ACTIVE, None, ""
+    else:
+        state.make_ready(rec)
+        set_active(rec)
 
 
 def fail(state: WorldState, rec: AgentRecord, exc: BaseException, where: str = "") -> None:
@@ -261,7 +269,7 @@ def _end_plain(state: WorldState, rec: AgentRecord, value: Any) -> None:
 
 _DONE, _READY = Phase.DONE, Phase.READY
 _GENERATOR = types.GeneratorType
-_ACTIVE = StatusKind.ACTIVE
+_ACTIVE, _WAITING, _IDLE = StatusKind.ACTIVE, StatusKind.WAITING, StatusKind.IDLE
 _COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
 
 
@@ -355,12 +363,13 @@ def resume_with(state: WorldState, rec: AgentRecord, value: Any) -> None:
     ordinal = rec.ordinal
     state.lane_waiting.pop(ordinal, None)
     status = rec.status
-    if status.kind is _ACTIVE and not rec.prompts:
-        # `make_ready` and `set_active` of an ACTIVE agent with no prompt open (a model
-        # reply or a tool batch landing, two of a turn's three resumptions): not paused,
-        # so it goes to `ready`; it stays ACTIVE.
+    kind = status.kind
+    if (kind is _ACTIVE or kind is _WAITING) and not rec.prompts:
+        # `make_ready` and `set_active` of an agent neither paused nor terminal with no
+        # prompt open (a model reply, a tool batch, the answer to its own prompt: every
+        # resumption of a plain turn): it goes to `ready` and is ACTIVE.
         state.ready[ordinal] = rec
-        status.reason, status.message = None, ""
+        status.kind, status.reason, status.message = _ACTIVE, None, ""
     else:
         state.make_ready(rec)
         set_active(rec)
