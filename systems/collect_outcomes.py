@@ -169,7 +169,7 @@ def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) 
     if turn.phase is Phase.THINKING:
         no_reply = outcome.error or "the model lane delivered no reply"
         result = outcome.results[0] if outcome.results else ToolResult("", error=no_reply)
-        if not result.ok:
+        if result.error is not None:  # `not result.ok`, without the property's call
             resume_with(state, rec, Throw(errors.ModelError(result.error)))
             return
         reply = result.output
