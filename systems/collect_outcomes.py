@@ -35,6 +35,10 @@ __all__ = ["DENIED", "CollectOutcomes", "collect_one"]
 
 DENIED = "denied by operator"
 
+# `StatusKind.is_terminal` is a property: a Python call, where identity tests are not.
+_COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
+_AWAITING_INPUT = Phase.AWAITING_INPUT
+
 
 class CollectOutcomes(esper.Processor):
     """Runs after interrupts and cancels, so an outcome for a turn that was abandoned
@@ -128,11 +132,13 @@ def _collect(state: WorldState, rec: AgentRecord, seq: int, item: Any) -> None:
             return
         rec.add_prompt(item.request)
         state.prompt_changed[rec.ordinal] = rec
-        state.touch(rec)
+        state.dirty[rec.ordinal] = rec  # `touch`, inlined
+        state.changed_this_tick += 1
     elif cls is PromptSettled:
         if rec.drop_prompt(item.request_id):
             state.prompt_changed[rec.ordinal] = rec
-            state.touch(rec)
+            state.dirty[rec.ordinal] = rec  # `touch`, inlined
+            state.changed_this_tick += 1
         if paused:
             _hold(rec, seq, item)
         else:
@@ -151,13 +157,19 @@ def _collect(state: WorldState, rec: AgentRecord, seq: int, item: Any) -> None:
 
 def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) -> None:
     turn = rec.turn
-    if rec.status.kind.is_terminal or turn.inflight != outcome.batch_id:
+    kind = rec.status.kind
+    if (
+        kind is _COMPLETE
+        or kind is _ERROR
+        or kind is _CANCELLED
+        or turn.inflight != outcome.batch_id
+    ):
         state.stale_dropped += 1  # rule: an outcome for a batch no longer awaited is stale
         return
     if turn.phase is Phase.THINKING:
         no_reply = outcome.error or "the model lane delivered no reply"
         result = outcome.results[0] if outcome.results else ToolResult("", error=no_reply)
-        if not result.ok:
+        if result.error is not None:  # `not result.ok`, without the property's call
             resume_with(state, rec, Throw(errors.ModelError(result.error)))
             return
         reply = result.output
@@ -183,7 +195,13 @@ def finish_batch(state: WorldState, rec: AgentRecord, pending: PendingBatch) -> 
 
 def _deliver_settlement(state: WorldState, rec: AgentRecord, settled: PromptSettled) -> None:
     turn = rec.turn
-    if rec.status.kind.is_terminal or turn.phase is not Phase.AWAITING_INPUT:
+    kind = rec.status.kind
+    if (
+        kind is _COMPLETE
+        or kind is _ERROR
+        or kind is _CANCELLED
+        or turn.phase is not _AWAITING_INPUT
+    ):
         return
     pending = turn.pending
     if isinstance(pending, PendingBatch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import esper
 
-from components import InteractionKind, InteractionRequest, Phase
+from components import InteractionKind, InteractionRequest, Phase, StatusKind
 from runtime.hub.core import screen_request
 from runtime.models.base import ModelRequest
 from runtime.world.actions import Action, Ask, CallTools, Think
@@ -36,9 +36,11 @@ class DispatchWork(esper.Processor):
             hold(slices=True)  # a big dispatch's jobs go out in slices as it goes
         else:
             hold = None
+        complete, error, cancelled = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
         try:
             for rec, action in work:
-                if rec.status.kind.is_terminal:
+                kind = rec.status.kind
+                if kind is complete or kind is error or kind is cancelled:  # `is_terminal`
                     continue
                 try:
                     if action.__class__ in host_actions:
@@ -105,7 +107,8 @@ def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
         turn.phase, turn.inflight = Phase.AWAITING_INPUT, request.id
         add_prompt(state, rec, request.prompt)
         state.effects.open_prompt(rec.id, request)
-    state.touch(rec)
+    state.dirty[rec.ordinal] = rec  # `touch`, inlined
+    state.changed_this_tick += 1
 
 
 def launch_tools(state: WorldState, rec: AgentRecord, pending: PendingBatch) -> None:
@@ -118,6 +121,8 @@ def launch_tools(state: WorldState, rec: AgentRecord, pending: PendingBatch) -> 
     )
     turn = rec.turn
     turn.phase = Phase.AWAITING_TOOLS
-    state.lane_waiting[rec.ordinal] = rec
-    state.touch(rec)
+    ordinal = rec.ordinal
+    state.lane_waiting[ordinal] = rec
+    state.dirty[ordinal] = rec  # `touch`, inlined
+    state.changed_this_tick += 1
     state.effects.run_tools(rec.id, pending.ref, calls, turn_token(rec))

@@ -20,6 +20,8 @@ class ReflectInteractionStatus(esper.Processor):
         if not state.prompt_changed:
             return
         changed, state.prompt_changed = state.prompt_changed, {}
+        dirty = state.dirty
         for rec in changed.values():
             if reflect(rec):
-                state.touch(rec)
+                dirty[rec.ordinal] = rec  # `touch`, inlined
+                state.changed_this_tick += 1

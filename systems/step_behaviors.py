@@ -40,6 +40,7 @@ def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
     add_sleeper = state.add_sleeper
     ready_phase, sleeping = Phase.READY, Phase.SLEEPING
     throw = Throw
+    to_dispatch = state.to_dispatch
     # Everything looked at here may change; one C-level update marks the whole batch
     # for the digest instead of one dict store per agent.
     dirty.update(ready)
@@ -89,6 +90,9 @@ def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
                         seq = state.sleep_seq = state.sleep_seq + 1
                         rec.sleep_seq = seq
                         bucket.append((seq, rec))
+            elif action.__class__ in _WORK:  # take_action's second case, inlined
+                turn.phase = ready_phase  # DispatchWork sets the awaiting phase
+                to_dispatch.append((rec, action))
             else:
                 take_action(state, rec, action, next_ready)
         except BaseException as exc:

@@ -66,16 +66,15 @@ class BehaviorRegistry:
         registered here under its qualified name, so this world can still run it; a replay
         must then be given it with ``behaviors=``.
         """
-        with self._lock:
-            name = self._names.get(fn)
+        # Reads take no lock (see `resolve`).
+        name = self._names.get(fn)
         if name is not None:
             return name
         if self._parent is not None:
             parent_name = self._parent.try_name_of(fn)
             if parent_name is not None:
                 return parent_name
-        with self._lock:  # after the registered names, which take precedence over imports
-            name = self._imported_names.get(fn)
+        name = self._imported_names.get(fn)  # after the registered names: they come first
         if name is not None:
             return name
         name = qualified_name(fn)
@@ -85,8 +84,7 @@ class BehaviorRegistry:
 
     def try_name_of(self, fn: Callable[..., Any]) -> str | None:
         """The registered name of ``fn`` here or in a parent, or None."""
-        with self._lock:
-            name = self._names.get(fn)
+        name = self._names.get(fn)  # no lock: see `resolve`
         if name is None and self._parent is not None:
             return self._parent.try_name_of(fn)
         return name
@@ -97,17 +95,20 @@ class BehaviorRegistry:
         Raises:
             BehaviorNotFound: nothing is registered under ``name`` and it does not import.
         """
-        with self._lock:
-            fn = self._by_name.get(name)
+        # Reads take no lock: each is one `dict.get`, atomic under the GIL, and the maps
+        # only grow (a name, once registered or imported, keeps its function), so a
+        # lookup racing a `register` finds the state before it or after it, as under the
+        # lock. A spawn resolves twice (at the call, then on the tick thread) and names
+        # once: nine lock round trips a spawn, all on the host's or the tick's thread.
+        fn = self._by_name.get(name)
         if fn is not None:
             return fn
-        if self._parent is not None:
-            with self._parent._lock:
-                fn = self._parent._by_name.get(name)
+        parent = self._parent
+        if parent is not None:
+            fn = parent._by_name.get(name)
             if fn is not None:
                 return fn
-        with self._lock:  # after the registered names, which take precedence over imports
-            fn = self._imported.get(name)
+        fn = self._imported.get(name)  # after the registered names: they come first
         if fn is None:
             fn = self._import(name)
         if fn is None:

@@ -6,7 +6,8 @@ import json
 import math
 from typing import Any
 
-from components import Entry, ToolResult
+from components import Entry, History, ToolResult
+from components._frozen import frozen_builder
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
 __all__ = ["add_history", "add_prompt", "as_text", "record_tool_results"]
@@ -58,7 +59,7 @@ def add_history(state: WorldState, rec: AgentRecord, role: str, content: str) ->
     entries in when a digest needs it. A world that tracks no digests (the default) then
     never pays for canonical JSON and blake2b per entry on the hot path.
     """
-    _append(state, rec, Entry(role, content))
+    _append(state, rec, _entry(role, content))
 
 
 def add_prompt(state: WorldState, rec: AgentRecord, prompt: str) -> None:
@@ -71,12 +72,12 @@ def add_prompt(state: WorldState, rec: AgentRecord, prompt: str) -> None:
     """
     entry = state.last_prompt
     if entry is None or entry.content is not prompt:
-        entry = state.last_prompt = Entry("assistant", prompt)
+        entry = state.last_prompt = _entry("assistant", prompt)
     _append(state, rec, entry)
 
 
 def _append(state: WorldState, rec: AgentRecord, entry: Entry) -> None:
-    entries = rec.history.entries
+    entries: list[Entry] = rec._comps[History].entries  # `rec.history`, without the call
     if len(entries) < _EXACT_UP_TO:
         # Refilled in place, sized to fit: `append` gives a list its first four slots at
         # once (32 B), though a waiting agent's history often holds one entry and a
@@ -88,19 +89,50 @@ def _append(state: WorldState, rec: AgentRecord, entry: Entry) -> None:
         list.__init__(entries, (*entries, entry))
     else:
         entries.append(entry)
-    state.touch(rec)
+    state.dirty[rec.ordinal] = rec  # `state.touch(rec)`, inlined: six entries a turn
+    state.changed_this_tick += 1
 
 
 # Up to this many entries a history is kept exactly sized (see `add_history`).
 _EXACT_UP_TO = 4
 
+# An `Entry` built through a plain class's slots (`frozen_builder`): ~215 ns against the
+# class's ~450 ns here, for the six entries of a model -> tools -> prompt turn.
+_entry = frozen_builder(Entry)
+
 
 def record_tool_results(
     state: WorldState, rec: AgentRecord, pending: PendingBatch
 ) -> list[ToolResult]:
-    """Write one history entry per call of ``pending`` (in call order) and return the results."""
+    """Write one history entry per call of ``pending`` (in call order) and return the results.
+
+    The same entries, list and counts as `add_history` once per call, in one pass: the
+    batch's entries fill the exactly sized part of the list at once and are appended past
+    it (so the list's size and spare slots end as they would have), and the agent is
+    touched once, counted once per entry (the tick's ``changed`` is unchanged).
+    """
     results = pending.final()
-    for call, result in zip(pending.calls, results, strict=True):
-        text = as_text(result.output) if result.ok else f"error: {result.error}"
-        add_history(state, rec, "tool", f"{call.name}[{call.id}]: {text}")
+    new: list[Entry] = []
+    try:
+        for call, result in zip(pending.calls, results, strict=True):
+            text = as_text(result.output) if result.error is None else f"error: {result.error}"
+            new.append(_entry("tool", f"{call.name}[{call.id}]: {text}"))
+    finally:  # what was written before a failure stays written, as one by one
+        if new:
+            _extend(state, rec, new)
     return results
+
+
+def _extend(state: WorldState, rec: AgentRecord, new: list[Entry]) -> None:
+    """`add_history` of each entry of ``new`` in turn, in one pass."""
+    entries: list[Entry] = rec._comps[History].entries
+    room = _EXACT_UP_TO - len(entries)
+    if room > 0:
+        list.__init__(entries, (*entries, *new[:room]))
+        for entry in new[room:]:
+            entries.append(entry)
+    else:
+        for entry in new:
+            entries.append(entry)
+    state.dirty[rec.ordinal] = rec
+    state.changed_this_tick += len(new)

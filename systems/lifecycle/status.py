@@ -12,17 +12,20 @@ from runtime.world.state import AgentRecord
 __all__ = ["derive_status", "reflect", "set_active", "set_idle", "set_waiting_on_children"]
 
 _PROMPT_REASONS = (WaitReason.USER_PROMPT, WaitReason.TOOL_APPROVAL)
+# `StatusKind.is_terminal` is a property: a Python call, where identity tests are not.
+_COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
 
 
 def set_active(rec: AgentRecord) -> None:
     """Make the agent ACTIVE, or WAITING if it has open prompts (kept if paused/terminal)."""
     status = rec.status
-    if status.kind.is_terminal:
+    was = status.kind
+    if was is _COMPLETE or was is _ERROR or was is _CANCELLED:  # `is_terminal`, inlined
         return
     kind, reason = StatusKind.ACTIVE, None
     if rec.prompts:
         kind, reason = StatusKind.WAITING, _prompt_reason(rec)
-    if status.kind is StatusKind.PAUSED:
+    if was is StatusKind.PAUSED:
         rec.paused_from = kind
         return
     status.kind, status.reason, status.message = kind, reason, ""
@@ -62,7 +65,7 @@ def reflect(rec: AgentRecord) -> bool:
     """
     status = rec.status
     kind = status.kind
-    if kind.is_terminal or kind is StatusKind.PAUSED:
+    if kind is _COMPLETE or kind is _ERROR or kind is _CANCELLED or kind is StatusKind.PAUSED:
         return False
     if rec.prompts:
         waiting_on_prompt = kind is StatusKind.WAITING and status.reason in _PROMPT_REASONS

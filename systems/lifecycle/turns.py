@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import types
 from collections import deque
 from typing import Any
 
@@ -97,7 +98,8 @@ def create_agent(
     if components:
         state.host.attach(entity, esper._entities[entity], rec)
     state.created.append(agent_id)
-    state.touch(rec)
+    state.dirty[entity] = rec  # `touch`, inlined
+    state.changed_this_tick += 1
     if parent is not None:
         parent_rec = state.records.get(parent)
         if parent_rec is not None:
@@ -134,15 +136,24 @@ def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
     except BaseException as exc:  # rule: whatever a behaviour raises fails that agent only
         fail(state, rec, exc)
         return
-    state.touch(rec)
-    if not inspect.isgenerator(gen):
+    state.dirty[rec.ordinal] = rec  # `touch`, inlined
+    state.changed_this_tick += 1
+    if gen.__class__ is not _GENERATOR and not inspect.isgenerator(gen):
         # A plain function is a behaviour whose turn ends at once with its return value.
         end_turn(state, rec, gen)
         return
     turn.behavior = gen
-    turn.phase = Phase.READY
-    state.make_ready(rec)
-    set_active(rec)
+    turn.phase = _READY
+    status = rec.status
+    kind = status.kind
+    if (kind is _IDLE or kind is _ACTIVE) and not rec.prompts:
+        # `make_ready` and `set_active` of an agent neither paused nor terminal with no
+        # prompt open (every new agent's first turn): to `ready`, and ACTIVE.
+        state.ready[rec.ordinal] = rec
+        status.kind, status.reason, status.message = _ACTIVE, None, ""
+    else:
+        state.make_ready(rec)
+        set_active(rec)
 
 
 def fail(state: WorldState, rec: AgentRecord, exc: BaseException, where: str = "") -> None:
@@ -258,7 +269,9 @@ def _end_plain(state: WorldState, rec: AgentRecord, value: Any) -> None:
             check_join(state, parent)
 
 
-_DONE = Phase.DONE
+_DONE, _READY = Phase.DONE, Phase.READY
+_GENERATOR = types.GeneratorType
+_ACTIVE, _WAITING, _IDLE = StatusKind.ACTIVE, StatusKind.WAITING, StatusKind.IDLE
 _COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
 
 
@@ -346,15 +359,24 @@ def resume_with(state: WorldState, rec: AgentRecord, value: Any) -> None:
     """What the turn awaited has arrived: step the behaviour with ``value`` next."""
     turn = rec.turn
     turn.send_value = value
-    turn.phase = Phase.READY
-    turn.inflight = None
-    turn.pending = None
-    turn.deadline = None
+    turn.phase = _READY
+    turn.inflight = turn.pending = turn.deadline = None
     rec.sleep_seq = 0  # no sleep of this turn is live now (see WorldState.sleep_buckets)
-    state.lane_waiting.pop(rec.ordinal, None)
-    state.make_ready(rec)
-    set_active(rec)
-    state.touch(rec)
+    ordinal = rec.ordinal
+    state.lane_waiting.pop(ordinal, None)
+    status = rec.status
+    kind = status.kind
+    if (kind is _ACTIVE or kind is _WAITING) and not rec.prompts:
+        # `make_ready` and `set_active` of an agent neither paused nor terminal with no
+        # prompt open (a model reply, a tool batch, the answer to its own prompt: every
+        # resumption of a plain turn): it goes to `ready` and is ACTIVE.
+        state.ready[ordinal] = rec
+        status.kind, status.reason, status.message = _ACTIVE, None, ""
+    else:
+        state.make_ready(rec)
+        set_active(rec)
+    state.dirty[ordinal] = rec  # `touch`, inlined
+    state.changed_this_tick += 1
 
 
 def await_children(state: WorldState, rec: AgentRecord, agent_ids: tuple[str, ...]) -> None:

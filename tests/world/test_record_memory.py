@@ -257,3 +257,44 @@ def test_a_host_system_cannot_change_a_shared_spec_in_place():
         assert errors and not any(world._state.records[a].spec.interactive for a in (first, second))
     finally:
         world.close()
+
+
+@pytest.mark.parametrize("before", range(7))
+@pytest.mark.parametrize("calls", [1, 2, 3, 5])
+def test_a_batch_of_tool_results_leaves_the_history_as_one_entry_at_a_time_would(before, calls):
+    import sys
+
+    from components import ToolCall, ToolResult
+    from runtime.world.state import PendingBatch
+    from systems.lifecycle.history import record_tool_results
+
+    def sleeper(turn):
+        yield Sleep(1)
+
+    def history_after(batched: bool) -> tuple[list[object], int, int, bool]:
+        world = World(clock=ManualClock())
+        try:
+            agent = world.spawn(sleeper)
+            world.tick()
+            state = world._state
+            rec = state.records[agent]
+            entries = rec.history.entries
+            for n in range(before):
+                add_history(state, rec, "user", f"m{n}")
+            pending = PendingBatch("b1", tuple(ToolCall(f"c{i}", "io") for i in range(calls)))
+            for i in range(calls):
+                pending.results[f"c{i}"] = ToolResult(f"c{i}", output=i)
+            state.dirty.clear()
+            changed = state.changed_this_tick
+            if batched:
+                record_tool_results(state, rec, pending)
+            else:  # what it did before: one `add_history` per call
+                for call, result in zip(pending.calls, pending.final(), strict=True):
+                    add_history(state, rec, "tool", f"{call.name}[{call.id}]: {result.output}")
+            assert rec.history.entries is entries  # the same list (a view may hold it)
+            counted = state.changed_this_tick - changed
+            return list(entries), sys.getsizeof(entries), counted, rec.ordinal in state.dirty
+        finally:
+            world.close()
+
+    assert history_after(batched=True) == history_after(batched=False)
