@@ -437,9 +437,11 @@ def _complete(
         if not streams.end(stream):
             # Stopped by an interrupt that carries the partial text: this reply is stale.
             raise _interrupted(cancel)
-        spent = getattr(reply, "usage", None)
-        if _usage_problem(spent) is None:  # else the reply is refused below, saying why
-            usage.add(request.model, spent)
+        try:  # what the reply says it spent, whatever else is wrong with it
+            spent = checked_usage(getattr(reply, "usage", None))
+        except NotJSON:
+            spent = None  # the reply is refused below, saying why
+        usage.add(request.model, spent)
         try:
             return [ToolResult(ref, output=checked_reply(reply))]
         except NotJSON as exc:
@@ -461,18 +463,23 @@ def _interrupted(cancel: CancelToken) -> Cancelled:
     return Cancelled(INTERRUPTED)
 
 
-def _usage_problem(usage: object) -> str | None:
-    """What is wrong with a reply's ``usage`` (None when it is None or a `Usage` of counts:
-    whole numbers >= 0; a negative count would give an agent's budget back)."""
+def checked_usage(usage: object) -> Usage | None:
+    """A reply's ``usage`` as the `Usage` a journal gives back: None, a `Usage`, or any
+    object with ``input_tokens`` and ``output_tokens`` (a model's own usage type).
+
+    Raises:
+        NotJSON: a count is not a whole number >= 0 (a negative one would give an agent's
+            budget back; a tuple has none).
+    """
     if usage is None:
         return None
-    if not isinstance(usage, Usage):
-        return f"usage: a {type(usage).__name__} is not a Usage"
+    counts = []
     for name in ("input_tokens", "output_tokens"):
-        count = getattr(usage, name)
+        count = getattr(usage, name, None)
         if count.__class__ is not int or count < 0:
-            return f"usage.{name}: must be an int >= 0, got {count!r}"
-    return None
+            raise NotJSON(f"usage.{name}: must be an int >= 0, got {count!r}")
+        counts.append(count)
+    return usage if isinstance(usage, Usage) and usage.__class__ is Usage else Usage(*counts)
 
 
 def checked_reply(reply: object) -> ModelReply:
@@ -488,13 +495,17 @@ def checked_reply(reply: object) -> ModelReply:
             an agent's budget back) or its ``finish_reason`` is not a string.
     """
     if isinstance(reply, ModelReply):
-        problem = None if reply.usage is None else _usage_problem(reply.usage)
-        if problem is not None:
-            raise NotJSON(problem)
-        finish: object = reply.finish_reason  # typed models are right; others are checked
+        given: object = reply.usage  # typed models are right; others are checked
+        usage = None if given is None else checked_usage(given)
+        finish: object = reply.finish_reason
         if finish is not None and finish.__class__ is not str and not isinstance(finish, str):
             raise NotJSON(f"finish_reason: a {type(finish).__name__} is not a string")
-        if type(reply) is ModelReply and type(reply.text) is str and not reply.tool_calls:
+        if (
+            type(reply) is ModelReply
+            and type(reply.text) is str
+            and not reply.tool_calls
+            and usage is given
+        ):
             return reply  # already what a journal gives back (the common reply, per Think)
         if not isinstance(reply.text, str):
             raise NotJSON(f"text: a {type(reply.text).__name__} is not a string")
@@ -505,10 +516,10 @@ def checked_reply(reply: object) -> ModelReply:
             args = json_value(dict(call.args))
             calls.append(ToolCall(str(call.id), str(call.name), args))
         if type(reply) is ModelReply:  # `dataclasses.replace` costs ~4x a plain build
-            return ModelReply(
-                str.__str__(reply.text), tuple(calls), reply.usage, reply.finish_reason
-            )
-        return dataclasses.replace(reply, text=str.__str__(reply.text), tool_calls=tuple(calls))
+            return ModelReply(str.__str__(reply.text), tuple(calls), usage, reply.finish_reason)
+        return dataclasses.replace(
+            reply, text=str.__str__(reply.text), tool_calls=tuple(calls), usage=usage
+        )
     if isinstance(reply, str):
         return ModelReply(str.__str__(reply))
     value = json_value(reply)
