@@ -10,6 +10,7 @@ only of a type it knows (registered, or importable by name).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import types
 import typing
@@ -324,8 +325,8 @@ def _read_shape(cls: type) -> _Shape:
         kinds = _SCALARS.get(hint)
         if kinds is not None:
             scalars.append((field.name, kinds, optional))
-        else:
-            others.append(field.name)
+        elif not (isinstance(hint, type) and issubclass(hint, enum.Enum)):
+            others.append(field.name)  # an enum's decoder built it from its value already
     return tuple(scalars), tuple(others)
 
 
