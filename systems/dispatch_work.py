@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import esper
 
-from components import InteractionKind, InteractionRequest, Phase, StatusKind
+from components import InteractionRequest, Phase, StatusKind
 from runtime.hub.core import screen_request
 from runtime.models.base import ModelRequest
 from runtime.world.actions import Action, Ask, CallTools, Think
@@ -13,9 +13,6 @@ from runtime.world.state import AgentRecord, PendingBatch, WorldState
 from .lifecycle import add_prompt, fail, mint, resume_with, turn_token
 
 __all__ = ["DispatchWork", "launch_tools"]
-
-_CHOICE = InteractionKind.CHOICE
-
 
 class DispatchWork(esper.Processor):
     """Runs after every behaviour has stepped, so all of a tick's work goes out together
