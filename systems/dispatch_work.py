@@ -14,6 +14,7 @@ from .lifecycle import add_prompt, fail, mint, resume_with, turn_token
 
 __all__ = ["DispatchWork", "launch_tools"]
 
+
 class DispatchWork(esper.Processor):
     """Runs after every behaviour has stepped, so all of a tick's work goes out together
     and none of it can land (as an input) before the next tick. Each item's id is minted
