@@ -8,6 +8,7 @@ registry.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -437,17 +438,18 @@ def _complete(
         if not streams.end(stream):
             # Stopped by an interrupt that carries the partial text: this reply is stale.
             raise _interrupted(cancel)
-        try:  # what the reply says it spent, whatever else is wrong with it
-            spent = checked_usage(getattr(reply, "usage", None))
-        except NotJSON:
-            spent = None  # the reply is refused below, saying why
-        usage.add(request.model, spent)
         try:
-            return [ToolResult(ref, output=checked_reply(reply))]
+            checked = checked_reply(reply)
         except NotJSON as exc:
+            # What the reply says it spent was spent, whatever else is wrong with it (unless
+            # its usage is no count either: then there is nothing to meter).
+            with contextlib.suppress(NotJSON):
+                usage.add(request.model, checked_usage(getattr(reply, "usage", None)))
             # The agent's error (its Think raises ModelError), never the journal's on the tick.
             error = f"model {request.model!r} gave a reply that is not a JSON value: {exc}"
             return [ToolResult(ref, error=error)]
+        usage.add(request.model, checked.usage)
+        return [ToolResult(ref, output=checked)]
     finally:
         token, stop = registered  # the stream's stopper, off the turn's token again
         token.remove_callback(stop)
