@@ -1,0 +1,67 @@
+"""The journal's input codec: every input decodes to what was encoded, and a payload of
+the wrong shape is refused naming the field, however deep it sits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components import InteractionRequest, PromptOpened, ToolResult
+from runtime import JournalError
+from runtime.journal.codec import decode_input, encode_input
+from runtime.lane import ToolOutcome
+
+
+def _outcome() -> ToolOutcome:
+    results = (ToolResult("c1", {"n": 1}, None), ToolResult("c2", None, "boom"))
+    return ToolOutcome("a1", "a1/t1/b1", results, 0.25, None)
+
+
+def _tampered(item: object, edit) -> tuple[str, str]:
+    kind, payload = encode_input(item)
+    data = json.loads(payload)
+    edit(data)
+    return kind, json.dumps(data)
+
+
+def test_inputs_decode_to_what_was_encoded():
+    opened = PromptOpened("a1", InteractionRequest.free_text("r1", "why?"), 1.0, None)
+    for item in (_outcome(), opened):
+        assert decode_input(*encode_input(item)) == item
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(agent_id=5), "`agent_id` must be a string, got 5"),
+        (lambda d: d.update(error=[1]), "`error` must be a string or null, got [1]"),
+        (
+            lambda d: d["results"][1].update(call_id=7),
+            "`results[1].call_id` must be a string, got 7",
+        ),
+        (
+            lambda d: d["results"][0].update(error=True),
+            "`results[0].error` must be a string or null, got True",
+        ),
+    ],
+    ids=["top", "optional", "nested", "nested-optional"],
+)
+def test_a_field_of_the_wrong_kind_is_refused_naming_its_path(edit, message):
+    with pytest.raises(JournalError) as caught:
+        decode_input(*_tampered(_outcome(), edit))
+    assert str(caught.value) == f"journal holds a malformed outcome input: {message}"
+
+
+def test_json_writes_a_whole_float_as_an_integer_and_that_still_decodes():
+    item = decode_input(*_tampered(_outcome(), lambda d: d.update(elapsed=2)))
+    assert isinstance(item, ToolOutcome) and item.elapsed == 2
+
+
+def test_a_number_field_takes_no_text_nor_a_bool():
+    opened = PromptOpened("a1", InteractionRequest.free_text("r1", "why?"), 1.0, None)
+    for bad, shown in (("x", "'x'"), (True, "True")):
+        kind, payload = _tampered(opened, lambda d, bad=bad: d.update(at=bad))
+        with pytest.raises(JournalError) as caught:
+            decode_input(kind, payload)
+        assert str(caught.value).endswith(f"`at` must be a number, got {shown}")
