@@ -9,6 +9,7 @@ it does is caught at the first tick where the state differs.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -29,7 +30,7 @@ from runtime.scenario.host import install_host
 from runtime.scenario.load import register_scenario_behaviors
 from runtime.tools import ToolRegistry
 from runtime.world import Behavior, World
-from runtime.world.digest import agent_fields
+from runtime.world.digest import agent_text
 from runtime.world.inputs import AddEntity, ComponentData, SpawnAgent
 
 __all__ = [
@@ -202,7 +203,7 @@ def replay_ticks(
     for done, tick in enumerate(recorded, 1):
         if tick.tick != world.tick_count + 1:
             raise JournalError(f"journal skips from tick {world.tick_count} to {tick.tick}")
-        changed: list[tuple[str, dict[str, Any]]] = []
+        changed: list[tuple[str, str]] = []
         report = world._tick(tick.inputs, tick.now, changed)
         inputs += len(tick.inputs)
         if report.digest != tick.digest:
@@ -337,10 +338,12 @@ def _check_components(world: World, recorded: list[RecordedTick]) -> None:
 def _explain(
     world: World,
     recorded_at_tick: dict[str, dict[str, Any]],
-    changed: list[tuple[str, dict[str, Any]]],
+    changed: list[tuple[str, str]],
     expected: dict[str, dict[str, Any]],
 ) -> dict[str, list[str]]:
-    actual = dict(changed)
+    # The changed agents' fields as the journal would hold them (their canonical text
+    # read back), to compare with what it holds.
+    actual = {agent_id: json.loads(text) for agent_id, text in changed}
     suspects = sorted(set(recorded_at_tick) | set(actual))
     found: dict[str, list[str]] = {}
     for agent_id in suspects:
@@ -350,7 +353,7 @@ def _explain(
             have = world._host.entity_fields(int(agent_id.removeprefix("entity ")))
         elif have is None:
             rec = world._state.records.get(agent_id)
-            have = agent_fields(rec) if rec is not None else None
+            have = json.loads(agent_text(rec)) if rec is not None else None
         if want is None or have is None:
             found[agent_id] = [
                 "exists in the replay only" if want is None else "missing from the replay"

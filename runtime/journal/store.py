@@ -195,9 +195,13 @@ class Journal:
         now: float,
         inputs: list[tuple[int, object]],
         digest: str,
-        changed: list[tuple[str, dict[str, Any]]],
+        changed: list[tuple[str, str]] | list[tuple[str, dict[str, Any]]],
     ) -> None:
         """Write one tick in one transaction (committed before the next tick starts).
+
+        ``changed`` holds each changed agent's id and its digest fields as the world gives
+        them, in their canonical JSON text (what the digest hashed); a dict of fields is
+        encoded here.
 
         Raises:
             JournalError: an input cannot be encoded, or the file cannot be written.
@@ -206,7 +210,7 @@ class Journal:
         states = [
             # The digest's canonical encoding: it never raises, whatever a behaviour's
             # result holds (a plain json.dumps failed the tick on a set or a huge int).
-            (tick, agent_id, canonical(fields))
+            (tick, agent_id, fields if fields.__class__ is str else canonical(fields))
             for agent_id, fields in changed
         ]
         conn = self._conn

@@ -79,7 +79,7 @@ class AgentAPI:
     def _release(self, rec: AgentRecord) -> None:
         raise NotImplementedError
 
-    def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
+    def _fold_dirty(self, changed: list[tuple[str, str]] | None) -> None:
         raise NotImplementedError
 
     def _preview_digest(self) -> int:

@@ -22,10 +22,12 @@ from runtime.world.state import AgentRecord
 __all__ = [
     "agent_digest",
     "agent_fields",
+    "agent_text",
     "canonical",
     "chain_history",
     "combine",
     "history_hash",
+    "text_digest",
 ]
 
 _MOD = 1 << 128
@@ -245,10 +247,59 @@ def agent_fields(rec: AgentRecord) -> dict[str, Any]:
     return fields
 
 
+def agent_text(rec: AgentRecord) -> str:
+    """``canonical(agent_fields(rec))``, written straight from the record.
+
+    What a digest hashes and a journal stores of a changed agent, on every tick it changes.
+    The encoder took 4 us over the 19 fields (and their dict 3.5 more); written here, the
+    text costs ~2.4 us. Each field is the encoder's own text of its value: a field of a
+    fixed kind (an int, an enum's value, the history hash) written as the encoder writes
+    it, any other through `canonical` unless it is a string or None. An agent with host
+    components takes the encoder's path: their fields sort among these.
+    """
+    if rec.components is not None:
+        return canonical(agent_fields(rec))
+    status, turn, agent, spec = rec.status, rec.turn, rec.agent, rec.spec
+    children, mailbox, paused, reason = rec.children, rec.mailbox, rec.paused_from, status.reason
+    deadline = turn.deadline
+    return (
+        f'{{"behavior":{_text(spec.behavior)},'
+        f'"children":{canonical(list(children)) if children else "[]"},'
+        f'"counter":{int.__repr__(turn.counter)},'
+        f'"deadline":{"null" if deadline is None else canonical(deadline)},'
+        f'"generation":{int.__repr__(turn.generation)},'
+        f'"history":[{len(rec.history.entries)},"{history_hash(rec).hex()}"],'
+        f'"id":{_text(rec.id)},'
+        f'"inflight":{_text(turn.inflight)},'
+        f'"interactive":{"true" if spec.interactive else "false"},'
+        f'"mailbox":{canonical(list(mailbox)) if mailbox else "[]"},'
+        f'"message":{_text(status.message)},'
+        f'"name":{_text(agent.name)},'
+        f'"parent":{_text(agent.parent)},'
+        f'"paused_from":{"null" if paused is None else encode_basestring(paused._value_)},'
+        f'"phase":{encode_basestring(turn.phase._value_)},'
+        f'"prompts":{canonical(sorted(rec.prompt_ids())) if rec.prompts else "[]"},'
+        f'"reason":{"null" if reason is None else encode_basestring(reason._value_)},'
+        f'"result":{_text(rec.result)},'
+        f'"status":{encode_basestring(status.kind._value_)}}}'
+    )
+
+
+def _text(value: Any) -> str:
+    # A field's canonical text: a string or None at once, anything else by the encoder.
+    if value.__class__ is str:
+        return encode_basestring(value)
+    return "null" if value is None else canonical(value)
+
+
+def text_digest(text: str) -> int:
+    """The blake2b digest of a canonical text, as an integer."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=16).digest(), "big")
+
+
 def agent_digest(fields: dict[str, Any]) -> int:
     """The blake2b digest of an agent's canonical fields, as an integer."""
-    data = canonical(fields).encode()
-    return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "big")
+    return text_digest(canonical(fields))
 
 
 def combine(total: int, old: int, new: int) -> int:

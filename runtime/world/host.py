@@ -33,7 +33,7 @@ from components import Agent, Phase, StatusKind
 from runtime.errors import ConfigError
 from runtime.world.behaviors import import_by_name
 from runtime.world.context import PENDING, SystemContext
-from runtime.world.digest import agent_digest, combine
+from runtime.world.digest import agent_digest, canonical, combine, text_digest
 from runtime.world.host_data import (
     copy_component,
     create_entity_as,
@@ -288,21 +288,22 @@ class HostECS:
             elif entity in entities:
                 dirty[entity] = None
 
-    def fold(self, total: int, changed: list[tuple[str, dict[str, Any]]] | None) -> int:
-        """Fold the changed host entities into the world digest ``total``."""
+    def fold(self, total: int, changed: list[tuple[str, str]] | None) -> int:
+        """Fold the changed host entities into the world digest ``total``; each changed
+        one's canonical fields go to ``changed`` (as the world's changed agents do)."""
         for entity in sorted(self.dirty):
             old = self.digests.pop(entity, 0)
             comps = self.entities.get(entity)
             if comps is None:
-                new, state_fields = 0, {"entity": entity, "deleted": True}
+                new, text = 0, canonical({"entity": entity, "deleted": True})
             else:
-                state_fields = {"entity": entity, **flatten(comps)}
-                new = self.digests[entity] = agent_digest(state_fields)
+                text = canonical({"entity": entity, **flatten(comps)})
+                new = self.digests[entity] = text_digest(text)
             if new == old:
                 continue  # looked at again (seen by host code), but unchanged
             total = combine(total, old, new)
             if changed is not None:
-                changed.append((f"entity {entity}", state_fields))
+                changed.append((f"entity {entity}", text))
         self.dirty.clear()
         return total
 

@@ -24,9 +24,11 @@ class Recorder(Protocol):
         now: float,
         inputs: list[tuple[int, object]],
         digest: str,
-        changed: list[tuple[str, dict[str, Any]]],
+        changed: list[tuple[str, str]],
     ) -> None:
-        """Record one tick: its time, its applied inputs, its digest, the changed agents."""
+        """Record one tick: its time, its applied inputs, its digest, the changed agents
+        (and host entities: ``"entity 7"``), each as its id and the canonical JSON text of
+        its digest fields (`runtime.world.digest.agent_text`)."""
         ...
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ from runtime.clock import Clock
 from runtime.errors import JournalError
 from runtime.lane.jobs import ToolOutcome
 from runtime.world import sigint
-from runtime.world.digest import agent_digest, agent_fields, combine, hexdigest
+from runtime.world.digest import agent_text, combine, hexdigest, text_digest
 from runtime.world.effects import LiveEffects
 from runtime.world.host import HostECS
 from runtime.world.inputs import COMMANDS, Inbox
@@ -187,7 +187,7 @@ class TickMachine:
         self,
         inputs: list[tuple[int, object]],
         now: float | None,
-        changed: list[tuple[str, dict[str, Any]]] | None = None,
+        changed: list[tuple[str, str]] | None = None,
     ) -> TickReport:
         with self._lock, ESPER_LOCK:
             # `_in_esper`, inlined: a generator context manager costs ~1.5 us a tick.
@@ -204,7 +204,7 @@ class TickMachine:
         self,
         inputs: list[tuple[int, object]],
         now: float | None,
-        changed: list[tuple[str, dict[str, Any]]] | None,
+        changed: list[tuple[str, str]] | None,
     ) -> TickReport:
         state = self._state
         # Probes and metrics see live ticks only, never a replay's.
@@ -445,7 +445,7 @@ class TickMachine:
                 log.exception("tick observer %r raised", observer)
 
     def _record(
-        self, inputs: list[tuple[int, object]], changed: list[tuple[str, dict[str, Any]]] | None
+        self, inputs: list[tuple[int, object]], changed: list[tuple[str, str]] | None
     ) -> str | None:
         """Fold the tick's changes into the digest, release the finished agents due to go,
         and write the tick to the journal; returns the digest when the world tracks one."""
@@ -514,7 +514,7 @@ class TickMachine:
         self._host.release_agent(rec.entity)
         state.changed_this_tick += 1
 
-    def _fold_dirty(self, changed: list[tuple[str, dict[str, Any]]] | None) -> None:
+    def _fold_dirty(self, changed: list[tuple[str, str]] | None) -> None:
         state = self._state
         if not self._keep_dirty:  # the first fold: keep the set from now on
             self._keep_dirty = True
@@ -527,14 +527,14 @@ class TickMachine:
         total = self._digest_total
         for ordinal in sorted(state.dirty):
             rec = state.dirty[ordinal]
-            fields = agent_fields(rec)
-            new = agent_digest(fields)
+            text = agent_text(rec)
+            new = text_digest(text)
             if new == rec.digest:
                 continue  # looked at again, unchanged: nothing to fold or journal
             total = combine(total, rec.digest, new)
             rec.digest = new
             if changed is not None:
-                changed.append((rec.id, fields))
+                changed.append((rec.id, text))
         state.dirty.clear()
         if self._host.dirty:
             total = self._host.fold(total, changed)
@@ -561,7 +561,7 @@ class TickMachine:
         total = self._digest_total
         for ordinal in sorted(state.dirty):
             rec = state.dirty[ordinal]
-            total = combine(total, rec.digest, agent_digest(agent_fields(rec)))
+            total = combine(total, rec.digest, text_digest(agent_text(rec)))
         return self._host.preview(total) if self._host.dirty else total
 
     def _note_new_agents(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections import deque
 
 import pytest
 from hypothesis import given, settings
@@ -25,6 +26,7 @@ from runtime import (
     ToolResult,
     World,
 )
+from components import Agent, InteractionKind, Phase, Status, WaitReason
 from runtime.journal import replay
 from runtime.world import digest
 from runtime.world.digest import canonical
@@ -353,3 +355,50 @@ def test_a_world_tracking_no_digest_gives_the_digest_of_one_that_tracks_every_ti
     finally:
         for world in worlds:
             world.close()
+
+
+_texts = st.text(max_size=6)
+_maybe_text = st.none() | _texts
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    message=_texts,
+    reason=st.none() | st.sampled_from(list(WaitReason)),
+    kind=st.sampled_from(list(StatusKind)),
+    phase=st.sampled_from(list(Phase)),
+    paused=st.none() | st.sampled_from(list(StatusKind)),
+    result=_values,
+    name=_texts,
+    parent=_maybe_text,
+    inflight=_maybe_text,
+    deadline=st.none() | st.floats(allow_nan=True, allow_infinity=True) | st.integers(0, 9),
+    counts=st.tuples(st.integers(0, 10**6), st.integers(0, 10**6)),
+    mailbox=st.lists(_values, max_size=3),
+    children=st.lists(_texts, max_size=3),
+    prompts=st.lists(_texts, max_size=3, unique=True),
+)
+def test_an_agents_text_is_the_canonical_text_of_its_fields(
+    message, reason, kind, phase, paused, result, name, parent, inflight, deadline, counts,
+    mailbox, children, prompts,
+):
+    # The digest hashes, and the journal stores, `agent_text`: written field by field for
+    # speed, it must be exactly what the encoder writes of `agent_fields`, or every journal
+    # recorded before stops replaying.
+    world = World(track_digests=True)
+    try:
+        agent_id = world.spawn(jb.looper)
+        world.tick()
+        rec = world._state.records[agent_id]
+        rec.status = Status(kind, reason, message)
+        rec._comps[Agent] = Agent(agent_id, name, parent)
+        rec.result = result
+        rec.turn.phase, rec.turn.inflight, rec.turn.deadline = phase, inflight, deadline
+        rec.turn.counter, rec.turn.generation = counts
+        rec.paused_from = paused
+        rec.mailbox = deque(mailbox) if mailbox else None
+        rec.children = children or None
+        rec.prompts = {p: InteractionKind.FREE_TEXT for p in prompts} or None
+        assert digest.agent_text(rec) == canonical(digest.agent_fields(rec))
+    finally:
+        world.close()
