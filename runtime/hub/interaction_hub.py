@@ -126,14 +126,7 @@ class InteractionHub(HubCore):
             raise TypeError(f"`response` must be an InteractionResponse, got {shown(response, 80)}")
         if response.value.__class__ is not str or response.approved is not None:
             check_response(response)  # the plain text answer needs no more
-        with self._lock:
-            settled = self._settle(response.request_id, Settlement.ANSWERED, response)
-        if settled is None:
-            return False
-        wake = self._wake
-        if wake is not None:
-            wake.notify()
-        return True
+        return self._settle_and_nudge(response.request_id, Settlement.ANSWERED, response)
 
     def cancel(self, request_id: str) -> bool:
         """Settle the open request ``request_id`` with the neutral response.

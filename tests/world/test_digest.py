@@ -379,8 +379,20 @@ _maybe_text = st.none() | _texts
     prompts=st.lists(_texts, max_size=3, unique=True),
 )
 def test_an_agents_text_is_the_canonical_text_of_its_fields(
-    message, reason, kind, phase, paused, result, name, parent, inflight, deadline, counts,
-    mailbox, children, prompts,
+    message,
+    reason,
+    kind,
+    phase,
+    paused,
+    result,
+    name,
+    parent,
+    inflight,
+    deadline,
+    counts,
+    mailbox,
+    children,
+    prompts,
 ):
     # The digest hashes, and the journal stores, `agent_text`: written field by field for
     # speed, it must be exactly what the encoder writes of `agent_fields`, or every journal

@@ -100,6 +100,51 @@ def test_an_interactive_agent_goes_idle_after_each_turn_and_runs_the_next_on_sen
     assert [e.content for e in world.history(agent)] == ["hi", "one", "again", "two"]
 
 
+@pytest.mark.parametrize("settle", ["answer", "cancel"])
+def test_an_answer_wakes_the_parked_loop_before_settling_and_is_not_lost(settle):
+    # `hub.answer` (and `cancel`) nudge the wake before they settle, so the loop's wake-up
+    # overlaps the bookkeeping (wake_latency). Here the loop is made to run first: the
+    # settlement waits until the early nudge has woken it and it has ticked (and found
+    # nothing). The settlement must still land, by the nudge after it.
+    world = World(clock=MonotonicClock(), interaction_timeout_secs=0)
+
+    def asker(turn):
+        answer = yield Ask(InteractionRequest.free_text("", "proceed?"))
+        return answer.value
+
+    ticked = threading.Event()
+    world.observe(lambda report, inputs: ticked.set())
+    hub = world.hub
+    real_settle = hub._settle
+    woke_first: list[bool] = []
+
+    def settle_after_a_tick(*args):
+        woke_first.append(ticked.wait(10))  # the GIL is free: the woken loop ticks
+        return real_settle(*args)
+
+    try:
+        agent = world.spawn(asker)
+        world.start()
+        wait_for(lambda: world.status(agent).kind is StatusKind.WAITING, what="WAITING")
+        wait_for(lambda: not world.wake.pending(), what="the loop parked")
+        [(_, request)] = hub.pending()
+        ticked.clear()
+        hub._settle = settle_after_a_tick
+        if settle == "answer":
+            assert hub.answer(InteractionResponse.text(request.id, "yes"))
+        else:
+            assert hub.cancel(request.id)
+        assert woke_first == [True]
+        wait_for(lambda: world.status(agent).kind is StatusKind.COMPLETE, what="COMPLETE")
+        assert world.result(agent) == ("yes" if settle == "answer" else "")
+        hub._settle = real_settle
+        ticked.clear()
+        assert not hub.answer(InteractionResponse.text(request.id, "again"))
+        assert not ticked.wait(0.2)  # an id no longer open wakes nobody
+    finally:
+        world.close()
+
+
 def test_a_plain_function_is_a_behaviour_whose_turn_ends_at_once(make_world):
     world = make_world()
     agent = world.spawn(lambda turn: turn.message * 2, 21)
