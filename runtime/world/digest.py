@@ -254,31 +254,42 @@ def agent_text(rec: AgentRecord) -> str:
     The encoder took 4 us over the 19 fields (and their dict 3.5 more); written here, the
     text costs ~2.4 us. Each field is the encoder's own text of its value: a field of a
     fixed kind (an int, an enum's value, the history hash) written as the encoder writes
-    it, any other through `canonical` unless it is a string or None. An agent with host
-    components takes the encoder's path: their fields sort among these.
+    it, any other by the encoder unless it is a string or None. A value the encoder
+    refuses (a list holding itself, host code that raises) sends the whole agent down
+    `canonical`'s fallback, as it went before: the fallback's text depends on the value's
+    depth in the whole. An agent with host components takes the encoder's path too:
+    their fields sort among these.
     """
     if rec.components is not None:
         return canonical(agent_fields(rec))
+    try:
+        return _agent_text(rec)
+    except Exception:  # what `canonical` falls back on, for the agent as a whole
+        return canonical(agent_fields(rec))
+
+
+def _agent_text(rec: AgentRecord) -> str:
+    # `agent_text`'s fields, each by the encoder itself: raises where `canonical` falls back.
     status, turn, agent, spec = rec.status, rec.turn, rec.agent, rec.spec
     children, mailbox, paused, reason = rec.children, rec.mailbox, rec.paused_from, status.reason
     deadline = turn.deadline
     return (
         f'{{"behavior":{_text(spec.behavior)},'
-        f'"children":{canonical(list(children)) if children else "[]"},'
+        f'"children":{_strict(list(children)) if children else "[]"},'
         f'"counter":{int.__repr__(turn.counter)},'
-        f'"deadline":{"null" if deadline is None else canonical(deadline)},'
+        f'"deadline":{"null" if deadline is None else _strict(deadline)},'
         f'"generation":{int.__repr__(turn.generation)},'
         f'"history":[{len(rec.history.entries)},"{history_hash(rec).hex()}"],'
         f'"id":{_text(rec.id)},'
         f'"inflight":{_text(turn.inflight)},'
         f'"interactive":{"true" if spec.interactive else "false"},'
-        f'"mailbox":{canonical(list(mailbox)) if mailbox else "[]"},'
+        f'"mailbox":{_strict(list(mailbox)) if mailbox else "[]"},'
         f'"message":{_text(status.message)},'
         f'"name":{_text(agent.name)},'
         f'"parent":{_text(agent.parent)},'
         f'"paused_from":{"null" if paused is None else encode_basestring(paused._value_)},'
         f'"phase":{encode_basestring(turn.phase._value_)},'
-        f'"prompts":{canonical(sorted(rec.prompt_ids())) if rec.prompts else "[]"},'
+        f'"prompts":{_strict(sorted(rec.prompt_ids())) if rec.prompts else "[]"},'
         f'"reason":{"null" if reason is None else encode_basestring(reason._value_)},'
         f'"result":{_text(rec.result)},'
         f'"status":{encode_basestring(status.kind._value_)}}}'
@@ -289,7 +300,12 @@ def _text(value: Any) -> str:
     # A field's canonical text: a string or None at once, anything else by the encoder.
     if value.__class__ is str:
         return encode_basestring(value)
-    return "null" if value is None else canonical(value)
+    return "null" if value is None else _strict(value)
+
+
+def _strict(value: Any) -> str:
+    # The encoder's text of `value`, raising where `canonical` would fall back.
+    return "".join(_encode(value, 0))
 
 
 def text_digest(text: str) -> int:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from components import Agent, InteractionKind, Phase, Status, WaitReason
 from runtime import (
     CallTools,
     Entry,
@@ -26,7 +27,6 @@ from runtime import (
     ToolResult,
     World,
 )
-from components import Agent, InteractionKind, Phase, Status, WaitReason
 from runtime.journal import replay
 from runtime.world import digest
 from runtime.world.digest import canonical
@@ -411,6 +411,46 @@ def test_an_agents_text_is_the_canonical_text_of_its_fields(
         rec.mailbox = deque(mailbox) if mailbox else None
         rec.children = children or None
         rec.prompts = {p: InteractionKind.FREE_TEXT for p in prompts} or None
+        assert digest.agent_text(rec) == canonical(digest.agent_fields(rec))
+    finally:
+        world.close()
+
+
+class _RaisingValue:
+    @property
+    def value(self):  # host code that raises when the encoder's fallback reads it
+        raise RuntimeError("host property")
+
+
+def _self_holding():
+    a: list = []
+    a.append(a)
+    return a
+
+
+def _doubly_self_holding():
+    b: list = []
+    b += [b, b]  # unfolds into 2**100 lists: the fallback's budget runs out
+    return b
+
+
+@pytest.mark.parametrize(
+    "make", [_self_holding, _doubly_self_holding, _RaisingValue], ids=["cycle", "budget", "raises"]
+)
+@pytest.mark.parametrize("field", ["result", "mailbox"])
+def test_an_agent_holding_what_the_encoder_refuses_has_the_text_it_always_had(make, field):
+    # Per field, the fallback would cut a cycle a level deeper and spend its budget on that
+    # field alone: the agent's text would differ from what older journals hold. The whole
+    # agent goes through `canonical` as before.
+    world = World(track_digests=True)
+    try:
+        agent_id = world.spawn(jb.looper)
+        world.tick()
+        rec = world._state.records[agent_id]
+        if field == "result":
+            rec.result = make()
+        else:
+            rec.mailbox = deque([make()])
         assert digest.agent_text(rec) == canonical(digest.agent_fields(rec))
     finally:
         world.close()
