@@ -431,11 +431,17 @@ class HubCore:
         -> ~105 us). Should the woken thread run first anyway (a GIL switch between), it
         finds nothing, ticks to its fixed point and parks; the settlement's post to the
         inbox (the listener) and the nudge after it wake it again. An id that is not open
-        wakes nobody (read without the lock: one dict lookup; a race only costs a wake-up).
+        wakes nobody (read without the lock: one dict lookup; a race only costs a wake-up),
+        nor does a choice the request does not offer: it is refused here, before the nudge,
+        as `_settle` would refuse it (and still does, under the lock).
         """
         wake = self._wake
-        if wake is not None and request_id in self._open:
-            wake.notify()
+        if wake is not None:
+            opened = self._open.get(request_id)
+            if opened is not None:
+                if response is not None and response.choice is not None:
+                    _check_choice(opened.request, response.choice)
+                wake.notify()
         with self._lock:
             settled = self._settle(request_id, how, response) is not None
         if settled and wake is not None:

@@ -145,6 +145,35 @@ def test_an_answer_wakes_the_parked_loop_before_settling_and_is_not_lost(settle)
         world.close()
 
 
+def test_a_refused_choice_does_not_wake_the_parked_loop():
+    # The early nudge comes after the checks an answer can fail: an answer refused (a
+    # choice its prompt does not offer) changes nothing, the tick count included.
+    world = World(clock=MonotonicClock(), interaction_timeout_secs=0)
+
+    def chooser(turn):
+        answer = yield Ask(InteractionRequest.choice("", "which?", ["a", "b"]))
+        return answer.choice
+
+    ticks: list[int] = []
+    world.observe(lambda report, inputs: ticks.append(report.tick))
+    try:
+        agent = world.spawn(chooser)
+        world.start()
+        wait_for(lambda: world.status(agent).kind is StatusKind.WAITING, what="WAITING")
+        wait_for(lambda: not world.wake.pending(), what="the loop parked")
+        [(_, request)] = world.hub.pending()
+        seen = len(ticks)
+        with pytest.raises(ConfigError, match=r"offers choices 0\.\.1, got choice 5"):
+            world.hub.answer(InteractionResponse.choose(request.id, 5))
+        time.sleep(0.2)  # time for a wrongly woken loop to tick
+        assert len(ticks) == seen
+        assert world.hub.answer(InteractionResponse.choose(request.id, 1))
+        wait_for(lambda: world.status(agent).kind is StatusKind.COMPLETE, what="COMPLETE")
+        assert world.result(agent) == 1
+    finally:
+        world.close()
+
+
 def test_a_plain_function_is_a_behaviour_whose_turn_ends_at_once(make_world):
     world = make_world()
     agent = world.spawn(lambda turn: turn.message * 2, 21)
