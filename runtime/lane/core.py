@@ -20,7 +20,7 @@ from components import LaneStats
 from runtime.cancel import Cancelled, CancelToken
 from runtime.lane.jobs import ToolJob
 
-__all__ = ["DROPPED", "FAILED", "FINISHED", "Entry", "LaneCore"]
+__all__ = ["DROPPED", "FAILED", "FINISHED", "Entry", "Idler", "LaneCore"]
 
 # How a job ended; each adds one to the counter of the same name.
 FINISHED, FAILED, DROPPED = "finished", "failed", "dropped"
@@ -86,6 +86,23 @@ class Entry:
         self.lane._executor_done(self, future)
 
 
+class Idler:
+    """A worker thread's gate, made once per thread: closed while it waits for a job.
+
+    A hand-off sets ``entry`` and opens the gate, both under the lane's lock; the worker
+    takes the entry once through the gate (None: the lane closed). A `Condition` made a
+    new lock for every wait and ran its wait and notify in Python, on both threads of
+    every hand-off to an idle worker.
+    """
+
+    __slots__ = ("entry", "gate")
+
+    def __init__(self) -> None:
+        self.gate = threading.Lock()
+        self.gate.acquire()
+        self.entry: Entry | None = None
+
+
 class LaneCore:
     """Permits, queue and counters of a lane, all guarded by ``_lock``."""
 
@@ -93,20 +110,21 @@ class LaneCore:
         self._name = name
         self._threaded = threaded  # False: an executor runs the jobs, no lane threads
         self._lock = threading.Lock()
-        self._work_ready = threading.Condition(self._lock)  # idle workers wait for `_ready`
         self._permit_free = threading.Condition(self._lock)  # parked jobs wait to come back
         self._drained = threading.Condition(self._lock)  # `close` waits for busy + parked == 0
         self._closed = False
         self._capacity = capacity
         self._queue: deque[Entry] = deque()  # may hold abandoned entries (`_tombstones`)
         self._tombstones = 0
-        self._ready: deque[Entry] = deque()  # started, handed to an idle worker
         self._resumers: deque[Entry] = deque()  # parked jobs waiting for a permit, FIFO
-        self._idle = 0  # worker threads waiting on `_work_ready`; always >= len(_ready)
+        # Worker threads waiting for a job, each on its own gate; the last to go idle is
+        # handed the next job (its stack and caches are the warmest; the others time out).
+        self._idlers: list[Idler] = []
         self._threads = 0  # worker threads alive (or about to be started)
         self._draining = 0  # `close` calls waiting on `_drained`
         # Gauges (never negative): queued = live entries in `_queue`; busy = started jobs
-        # holding a permit (running, or in `_ready`); parked = started jobs holding none.
+        # holding a permit (running, or handed to a worker); parked = started jobs holding
+        # none.
         # Transitions: enqueued q+1; abandoned q-1; started q-1 b+1; finished/failed/dropped
         # b-1 (or p-1 when the job ended while parked); parked b-1 p+1; resumed p-1 b+1.
         self._queued = self._busy = self._parked = 0
@@ -212,23 +230,31 @@ class LaneCore:
                 self._drained.notify_all()
             return nxt
 
-    def _wait_for_work(self, idle_timeout: float) -> Entry | None:
-        """Wait as an idle worker; the next started job, or None when the thread should exit."""
+    def _wait_for_work(self, idler: Idler, idle_timeout: float) -> Entry | None:
+        """Wait as an idle worker on ``idler`` (the thread's own); the next started job, or
+        None when the thread should exit (the lane closed, or ``idle_timeout`` passed)."""
         with self._lock:
-            self._idle += 1
-            try:
-                while not self._ready:
-                    # A worker that timed out re-checks `_ready`: a hand-off may have raced it.
-                    if self._closed or (
-                        not self._work_ready.wait(min(idle_timeout, threading.TIMEOUT_MAX))
-                        and not self._ready
-                    ):
-                        self._threads -= 1
-                        self._version += 1
-                        return None
-                return self._ready.popleft()
-            finally:
-                self._idle -= 1
+            if self._closed:
+                self._threads -= 1
+                self._version += 1
+                return None
+            self._idlers.append(idler)
+        if not idler.gate.acquire(timeout=min(idle_timeout, threading.TIMEOUT_MAX)):
+            with self._lock:
+                if idler in self._idlers:  # timed out, and nobody chose this worker since
+                    self._idlers.remove(idler)
+                    self._threads -= 1
+                    self._version += 1
+                    return None
+            # A hand-off (or `close`) chose this worker as it timed out, and opened its
+            # gate under the lock this thread has held since: taking it cannot block.
+            idler.gate.acquire()
+        entry, idler.entry = idler.entry, None
+        if entry is None:  # the lane closed: its idle workers exit
+            with self._lock:
+                self._threads -= 1
+                self._version += 1
+        return entry
 
     def _step_off(self, entry: Entry) -> list[Entry]:
         """Park a running job: b-1 p+1, and pass its permit on. Returns jobs to launch."""
@@ -319,7 +345,9 @@ class LaneCore:
             self._queued = 0
             self._queue.clear()
             self._tombstones = 0
-            self._work_ready.notify_all()  # idle workers exit
+            idlers, self._idlers = self._idlers, []
+            for idler in idlers:  # no job: idle workers exit
+                idler.gate.release()
             return dropped
 
     def _wait_drained(self, timeout: float) -> bool:
@@ -411,9 +439,11 @@ class LaneCore:
         """Give a started job to an idle worker; True if a new thread (or executor) must run it."""
         if not self._threaded:
             return True
-        if self._idle > len(self._ready):
-            self._ready.append(entry)
-            self._work_ready.notify()
+        idlers = self._idlers
+        if idlers:
+            idler = idlers.pop()
+            idler.entry = entry
+            idler.gate.release()
             return False
         self._threads += 1
         return True

@@ -25,7 +25,7 @@ from types import TracebackType
 from components import LaneStats, ToolCall, ToolResult
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError, LaneClosedError
-from runtime.lane.core import DROPPED, FAILED, FINISHED, Entry, LaneCore
+from runtime.lane.core import DROPPED, FAILED, FINISHED, Entry, Idler, LaneCore
 from runtime.lane.jobs import ToolJob, ToolOutcome
 from runtime.lane.parking import current as _current
 from runtime.wake import Wake
@@ -289,6 +289,7 @@ class ToolLane(LaneCore):
         """Be a worker thread: start the next thread for the jobs after this one's own in
         ``first``, run jobs while there are any, wait idle, then exit."""
         local = _current
+        idler = Idler()
         entry: Entry | None = first.pop()
         backlog: list[Entry] = []
         if first:
@@ -317,7 +318,7 @@ class ToolLane(LaneCore):
             # results) for `idle_timeout`: a finished agent keeps no lane tokens.
             del job, results
             if entry is None:
-                entry = backlog.pop() if backlog else self._wait_for_work(self._idle_timeout)
+                entry = backlog.pop() if backlog else self._wait_for_work(idler, self._idle_timeout)
 
     def _failure(
         self, job: ToolJob, exc: BaseException

@@ -705,7 +705,7 @@ def test_a_hand_off_racing_an_idle_timeout_is_not_lost(make_lane):
     lane = make_lane(1, on_outcome=outcomes, idle_timeout=0.05)
     lane.submit(ToolJob("a", "first", lambda c: result("first")))
     outcomes.take()
-    wait_until(lambda: lane._idle == 1, "the worker to wait idle")
+    wait_until(lambda: len(lane._idlers) == 1, "the worker to wait idle")
     entry = Entry(lane, ToolJob("a", "raced", lambda c: result("raced")))
     with lane._lock:
         threading.Event().wait(0.2)  # past the idle timeout, lock held: the worker must wait
@@ -713,6 +713,38 @@ def test_a_hand_off_racing_an_idle_timeout_is_not_lost(make_lane):
         lane._start(entry)
         assert lane._hand_off(entry) is False  # given to the (timed-out) idle worker
     assert [o.batch_id for o in outcomes.take()] == ["raced"]
+
+
+def test_the_worker_idle_last_takes_the_next_job(make_lane):
+    # Its stack and caches are the warmest; the others stay parked and time out in turn.
+    outcomes = Outcomes()
+    lane = make_lane(2, on_outcome=outcomes)
+    both = threading.Barrier(2, timeout=WAIT)
+    release = {name: threading.Event() for name in ("first", "second")}
+    ran_on: dict[str, str] = {}
+
+    def job(name: str) -> Callable[[CancelToken], list[ToolResult]]:
+        def run(cancel: CancelToken) -> list[ToolResult]:
+            ran_on[name] = threading.current_thread().name
+            if name in release:
+                both.wait()  # two threads, one job each
+                assert release[name].wait(WAIT)
+            return result(name)
+
+        return run
+
+    lane.submit(ToolJob("a", "first", job("first")))
+    lane.submit(ToolJob("a", "second", job("second")))
+    release["first"].set()
+    assert [o.batch_id for o in outcomes.take()] == ["first"]
+    wait_until(lambda: len(lane._idlers) == 1, "the first worker to wait idle")
+    release["second"].set()
+    assert [o.batch_id for o in outcomes.take()] == ["second"]
+    wait_until(lambda: len(lane._idlers) == 2, "both workers to wait idle")
+    lane.submit(ToolJob("a", "next", job("next")))
+    assert [o.batch_id for o in outcomes.take()] == ["next"]
+    assert ran_on["first"] != ran_on["second"]
+    assert ran_on["next"] == ran_on["second"]
 
 
 def test_an_executor_runs_the_jobs_while_the_lane_keeps_the_cap(make_lane):
