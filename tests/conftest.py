@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import time
@@ -32,6 +33,30 @@ def make_world() -> Iterator[Callable[..., World]]:
     yield make
     for world in worlds:
         world.close()
+
+
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """Python's own Ctrl-C handling for a test that sends itself SIGINT.
+
+    A test runner started with SIGINT ignored (a background job of a non-interactive shell,
+    ``nohup``, some CI runners) hands Python ``SIG_IGN``, and Python then installs no
+    handler: the test's Ctrl-C would vanish. Another runner may have a handler of its own.
+    The test gets ``signal.default_int_handler``, what an interactive start gives (the
+    world's deferring handler, which chains to it, is kept as it is), and the runner's
+    handler is put back after the test.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    ours = previous is signal.default_int_handler or getattr(previous, "__module__", "").startswith(
+        "runtime."
+    )
+    if not ours:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if not ours:
+            signal.signal(signal.SIGINT, previous)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:

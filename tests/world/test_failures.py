@@ -80,12 +80,8 @@ def test_a_keyboard_interrupt_from_a_behaviour_fails_it_and_is_raised_after_the_
     assert world.status(good).kind is StatusKind.COMPLETE
 
 
+@pytest.mark.usefixtures("python_sigint")
 def test_ctrl_c_during_a_hosts_tick_lets_the_tick_finish_then_raises(make_world):
-    if signal.getsignal(signal.SIGINT) not in (signal.default_int_handler,) and not getattr(
-        signal.getsignal(signal.SIGINT), "__module__", ""
-    ).startswith("runtime."):
-        pytest.skip("a SIGINT handler of the test runner's own is installed")
-
     def presses_ctrl_c(turn):
         yield Sleep(0)
         signal.raise_signal(signal.SIGINT)  # Ctrl-C lands while this behaviour runs

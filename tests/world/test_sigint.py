@@ -14,14 +14,7 @@ import pytest
 from runtime import CallTools, Journal, JournalReader, ManualClock, Sleep, ToolCall, ToolRegistry
 from runtime.world import World, sigint
 
-
-@pytest.fixture(autouse=True)
-def _python_default_sigint():
-    handler = signal.getsignal(signal.SIGINT)
-    if handler is not signal.default_int_handler and not getattr(
-        handler, "__module__", ""
-    ).startswith("runtime."):
-        pytest.skip("a SIGINT handler of the test runner's own is installed")
+pytestmark = pytest.mark.usefixtures("python_sigint")  # each test sends itself Ctrl-C
 
 
 class _PressesCtrlC:

@@ -402,6 +402,7 @@ def test_released_agents_entities_go_as_in_the_whole_pipeline() -> None:
     assert run(watched=False) == run(watched=True)
 
 
+@pytest.mark.usefixtures("python_sigint")
 def test_a_ctrl_c_in_a_skipped_tick_is_raised_after_that_tick() -> None:
     def kicker(turn: Any) -> Generator[Any, Any, str]:
         yield Sleep(1.0)
