@@ -235,16 +235,14 @@ class LaneCore:
         None when the thread should exit (the lane closed, or ``idle_timeout`` passed)."""
         with self._lock:
             if self._closed:
-                self._threads -= 1
-                self._version += 1
+                self._thread_exits()
                 return None
             self._idlers.append(idler)
         if not idler.gate.acquire(timeout=min(idle_timeout, threading.TIMEOUT_MAX)):
             with self._lock:
                 if idler in self._idlers:  # timed out, and nobody chose this worker since
                     self._idlers.remove(idler)
-                    self._threads -= 1
-                    self._version += 1
+                    self._thread_exits()
                     return None
             # A hand-off (or `close`) chose this worker as it timed out, and opened its
             # gate under the lock this thread has held since: taking it cannot block.
@@ -252,9 +250,13 @@ class LaneCore:
         entry, idler.entry = idler.entry, None
         if entry is None:  # the lane closed: its idle workers exit
             with self._lock:
-                self._threads -= 1
-                self._version += 1
+                self._thread_exits()
         return entry
+
+    def _thread_exits(self) -> None:
+        """A worker thread leaves the lane (with ``_lock`` held)."""
+        self._threads -= 1
+        self._version += 1
 
     def _step_off(self, entry: Entry) -> list[Entry]:
         """Park a running job: b-1 p+1, and pass its permit on. Returns jobs to launch."""
