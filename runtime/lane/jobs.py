@@ -6,10 +6,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from components import ToolCall, ToolResult
-from components._frozen import fast_frozen_init
+from components._frozen import fast_frozen_init, frozen_builder
 from runtime.cancel import CancelToken
 
-__all__ = ["ToolJob", "ToolOutcome"]
+__all__ = ["ToolJob", "ToolOutcome", "build_job", "build_outcome"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +73,10 @@ def _fast_job_init(cls: type[ToolJob]) -> type[ToolJob]:
 
 
 _fast_job_init(ToolJob)
+
+
+# The job a world submits and the outcome a lane delivers, from all their fields,
+# positionally (`frozen_builder`): one of each per batch, on the tick thread and on a lane
+# thread, in the time the GIL lends every thread in turn. Not exported from the package.
+build_job = frozen_builder(ToolJob)
+build_outcome = frozen_builder(ToolOutcome)

@@ -26,7 +26,7 @@ from components import LaneStats, ToolCall, ToolResult
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError, LaneClosedError
 from runtime.lane.core import DROPPED, FAILED, FINISHED, Entry, Idler, LaneCore
-from runtime.lane.jobs import ToolJob, ToolOutcome
+from runtime.lane.jobs import ToolJob, ToolOutcome, build_outcome
 from runtime.lane.parking import current as _current
 from runtime.wake import Wake
 
@@ -361,7 +361,7 @@ class ToolLane(LaneCore):
         if kind != DROPPED:
             if self._on_outcome is not None:
                 try:
-                    outcome = ToolOutcome(job.agent_id, job.batch_id, results, elapsed, error)
+                    outcome = build_outcome(job.agent_id, job.batch_id, results, elapsed, error)
                     self._on_outcome(outcome)
                 except Exception:
                     log.exception("lane %r: on_outcome raised for %r", self._name, job.batch_id)

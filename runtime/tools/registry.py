@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from components import ToolCall, ToolResult
+from components._frozen import frozen_builder
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError
 from runtime.lane.deadlines import schedule
@@ -215,7 +216,9 @@ class ToolRegistry:
             return ToolResult(call.id, error=f"unknown tool {call.name!r}")
         timeout = tool.timeout
         if timeout is None:
-            result = _invoke(tool, call, ToolContext(agent_id, call.id, cancel, hub, batch_id))
+            result = _invoke(
+                _body(tool), tool.name, call, _context(agent_id, call.id, cancel, hub, batch_id, 0)
+            )
             if result is None:
                 raise Cancelled(cancel.reason or "cancelled")
             return result
@@ -228,7 +231,9 @@ class ToolRegistry:
         message = f"tool timed out after {timeout:g}s"
         deadline = schedule(timeout, token, message)
         try:
-            result = _invoke(tool, call, ToolContext(agent_id, call.id, token, hub, batch_id))
+            result = _invoke(
+                _body(tool), tool.name, call, _context(agent_id, call.id, token, hub, batch_id, 0)
+            )
         finally:
             cancel.remove_callback(follow)
             overran = deadline.cancel()
@@ -264,7 +269,8 @@ class ToolRegistry:
             else:
                 # `run_call` of a tool without a timeout, inlined: a lane thread runs every
                 # call of every batch through here (one keyword call fewer per call).
-                done = _invoke(tool, call, ToolContext(agent_id, call.id, cancel, hub, batch_id))
+                context = _context(agent_id, call.id, cancel, hub, batch_id, 0)
+                done = _invoke(_body(tool), tool.name, call, context)
                 if done is None:
                     raise Cancelled(cancel.reason or "cancelled")
                 result = done
@@ -272,10 +278,23 @@ class ToolRegistry:
         return results
 
 
-def _invoke(tool: Tool, call: ToolCall, ctx: ToolContext) -> ToolResult | None:
-    """Call ``tool`` and make its result; None when it stopped because its token fired."""
+# A call's context and a tool's result, built through their slots (`frozen_builder`): a
+# lane thread builds one of each per call, in the GIL's time that every thread shares.
+_context = frozen_builder(ToolContext)
+_result = frozen_builder(ToolResult)
+
+
+def _body(tool: Tool) -> ToolFunction:
+    """What to call for ``tool``: a registered function itself, without the wrapper's
+    frame (`_FunctionTool.__call__` only passes its arguments on), else the tool."""
+    return tool.fn if tool.__class__ is _FunctionTool else tool
+
+
+def _invoke(fn: ToolFunction, name: str, call: ToolCall, ctx: ToolContext) -> ToolResult | None:
+    """Run ``fn`` (tool ``name``'s body, `_body`) and make its result; None when it stopped
+    because its token fired."""
     try:
-        output = tool(call.args, ctx)
+        output = fn(call.args, ctx)
     except Cancelled as exc:
         if ctx.cancel.cancelled:
             return None
@@ -287,5 +306,5 @@ def _invoke(tool: Tool, call: ToolCall, ctx: ToolContext) -> ToolResult | None:
         # value (a tuple comes back a list in both), and what JSON cannot hold is refused.
         output = json_value(output)
     except NotJSON as exc:
-        return ToolResult(call.id, error=f"tool {tool.name!r} returned a non-JSON value: {exc}")
-    return ToolResult(call.id, output=output)
+        return ToolResult(call.id, error=f"tool {name!r} returned a non-JSON value: {exc}")
+    return _result(call.id, output, None)

@@ -19,7 +19,7 @@ from components import InteractionRequest, ToolCall, ToolResult
 from runtime.cancel import INTERRUPTED, Cancelled, CancelToken
 from runtime.errors import DuplicateRequestError, LaneClosedError, ModelError
 from runtime.hub import InteractionHub
-from runtime.lane.jobs import ToolJob, ToolOutcome
+from runtime.lane.jobs import ToolJob, ToolOutcome, build_job
 from runtime.lane.tool_lane import ToolLane
 from runtime.lane.values import NotJSON, json_value
 from runtime.models.base import Model, ModelReply, ModelRequest
@@ -66,6 +66,9 @@ class HubRef:
 
     def __repr__(self) -> str:
         return "<HubRef live>" if self._hub is not None else "<HubRef detached>"
+
+
+_NOT_INTERRUPTED: frozenset[str] = frozenset()  # a live batch's: every call runs
 
 
 # Not frozen on purpose: one is built per tool batch on the tick thread, and a frozen
@@ -237,7 +240,7 @@ class LiveEffects:
         else:
             request = dataclasses.replace(request, stream=stream)
         run = _ModelCall(model, request, ref, stream, self._streams, self._usage, cancel)
-        job = ToolJob(agent_id, ref, run, (call,), cancel)
+        job = build_job(agent_id, ref, run, (call,), cancel)
         # A model call has no bound of its own here: a provider bounds its own requests.
         # Its virtual duration matters in lockstep only (a `getattr` with a default that
         # misses raises and catches inside, ~1 us a call).
@@ -247,8 +250,8 @@ class LiveEffects:
     def run_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
     ) -> None:
-        run = ToolBatch(self._tools, calls, agent_id, self._tool_hub, frozenset(), ref)
-        self._submit_tools(ToolJob(agent_id, ref, run, calls, cancel))
+        run = ToolBatch(self._tools, calls, agent_id, self._tool_hub, _NOT_INTERRUPTED, ref)
+        self._submit_tools(build_job(agent_id, ref, run, calls, cancel))
 
     def restart_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
