@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from ._frozen import fast_frozen_init
+from ._frozen import fast_frozen_init, frozen_builder
 
 __all__ = ["ToolCall", "ToolResult"]
 
@@ -78,3 +78,9 @@ class ToolResult:
     def ok(self) -> bool:
         """Whether the call succeeded."""
         return self.error is None
+
+
+# A lane thread builds one result per call and per model reply: every field, positionally,
+# quicker than the class itself (see `frozen_builder`). For the runtime's own use; not
+# exported.
+build_result = frozen_builder(ToolResult)

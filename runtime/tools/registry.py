@@ -20,6 +20,7 @@ from typing import Any, TypeVar, overload
 
 from components import ToolCall, ToolResult
 from components._frozen import frozen_builder
+from components.tools import build_result
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError
 from runtime.lane.deadlines import schedule
@@ -278,10 +279,9 @@ class ToolRegistry:
         return results
 
 
-# A call's context and a tool's result, built through their slots (`frozen_builder`): a
-# lane thread builds one of each per call, in the GIL's time that every thread shares.
+# A call's context, built through its slots (`frozen_builder`): a lane thread builds one
+# per call (and its result with `build_result`), in the GIL's time every thread shares.
 _context = frozen_builder(ToolContext)
-_result = frozen_builder(ToolResult)
 
 
 def _body(tool: Tool) -> ToolFunction:
@@ -307,4 +307,4 @@ def _invoke(fn: ToolFunction, name: str, call: ToolCall, ctx: ToolContext) -> To
         output = json_value(output)
     except NotJSON as exc:
         return ToolResult(call.id, error=f"tool {name!r} returned a non-JSON value: {exc}")
-    return _result(call.id, output, None)
+    return build_result(call.id, output, None)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components import InteractionRequest, ToolCall, ToolResult
+from components.tools import build_result
 from runtime.cancel import INTERRUPTED, Cancelled, CancelToken
 from runtime.errors import DuplicateRequestError, LaneClosedError, ModelError
 from runtime.hub import InteractionHub
@@ -452,7 +453,7 @@ def _complete(
             error = f"model {request.model!r} gave a reply that is not a JSON value: {exc}"
             return [ToolResult(ref, error=error)]
         usage.add(request.model, checked.usage)
-        return [ToolResult(ref, output=checked)]
+        return [build_result(ref, checked, None)]
     finally:
         token, stop = registered  # the stream's stopper, off the turn's token again
         token.remove_callback(stop)
