@@ -11,6 +11,8 @@ from .lifecycle import finish
 
 __all__ = ["AbortTerminalWork"]
 
+_CANCELLED = StatusKind.CANCELLED  # a module name: `StatusKind.CANCELLED` is ~100 ns on 3.11
+
 
 class AbortTerminalWork(esper.Processor):
     """Runs right after inputs so a cancel takes effect this tick: the turn's token fires
@@ -35,9 +37,9 @@ class AbortTerminalWork(esper.Processor):
                 effects.cancel_prompts_of(rec.id)
             # A prompt open in the hub but not yet on the record (its PromptOpened event is
             # applied this tick or later) is settled when CollectOutcomes meets its event.
-            if kind is StatusKind.CANCELLED and rec.children:
+            if kind is _CANCELLED and rec.children:
                 for child_id in rec.children:
                     child = state.records.get(child_id)
                     if child is not None:
-                        finish(state, child, StatusKind.CANCELLED, f"parent {rec.id} cancelled")
+                        finish(state, child, _CANCELLED, f"parent {rec.id} cancelled")
         queue.clear()

@@ -35,9 +35,18 @@ __all__ = ["DENIED", "CollectOutcomes", "collect_one"]
 
 DENIED = "denied by operator"
 
-# `StatusKind.is_terminal` is a property: a Python call, where identity tests are not.
+# Enum members as module names: on Python 3.11 `Phase.READY` runs `EnumType`'s
+# `__getattr__` hook (~100 ns a read, ~15 for a global), ~20 reads a turn on the tick
+# thread; and `StatusKind.is_terminal` is a property, a call where `is` tests are not.
 _COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
 _AWAITING_INPUT = Phase.AWAITING_INPUT
+_WAITING = StatusKind.WAITING
+_ACTIVE = StatusKind.ACTIVE
+_PAUSED = StatusKind.PAUSED
+_READY = Phase.READY
+_THINKING = Phase.THINKING
+_AWAITING_TOOLS = Phase.AWAITING_TOOLS
+_APPROVAL_PROMPT = InteractionKind.TOOL_APPROVAL
 
 
 class CollectOutcomes(esper.Processor):
@@ -76,11 +85,11 @@ def collect_one(state: WorldState, seq: int, item: Any) -> None:
             prompt = rec.prompts
             request_id = item.request_id
             if (
-                (kind is StatusKind.WAITING or kind is StatusKind.ACTIVE)
-                and turn.phase is Phase.AWAITING_INPUT
+                (kind is _WAITING or kind is _ACTIVE)
+                and turn.phase is _AWAITING_INPUT
                 and turn.pending is None
                 and turn.inflight == request_id
-                and item.kind is not InteractionKind.TOOL_APPROVAL
+                and item.kind is not _APPROVAL_PROMPT
                 and prompt.__class__ is InteractionRequest
                 and prompt.id == request_id
             ):
@@ -96,13 +105,13 @@ def collect_one(state: WorldState, seq: int, item: Any) -> None:
                 # resume_with, for an agent neither paused nor terminal with no prompt open
                 # now: make_ready puts it in `ready`, set_active makes it ACTIVE.
                 turn.send_value = response
-                turn.phase = Phase.READY
+                turn.phase = _READY
                 turn.inflight = turn.pending = turn.deadline = None
                 rec.sleep_seq = 0
                 state.lane_waiting.pop(ordinal, None)
                 state.ready[ordinal] = rec
                 status = rec.status
-                status.kind, status.reason, status.message = StatusKind.ACTIVE, None, ""
+                status.kind, status.reason, status.message = _ACTIVE, None, ""
                 dirty[ordinal] = rec
                 state.changed_this_tick += 1
                 return
@@ -122,9 +131,10 @@ def _collect(state: WorldState, rec: AgentRecord, seq: int, item: Any) -> None:
     cls = type(item)
     # Rule: what lands on a paused agent is held whole (history included) until resume.
     # The mirror of the hub's open set is not the agent's progress: it is kept current.
-    paused = rec.status.kind is StatusKind.PAUSED
+    kind = rec.status.kind
+    paused = kind is _PAUSED
     if cls is PromptOpened:
-        if rec.status.kind.is_terminal:
+        if kind is _COMPLETE or kind is _ERROR or kind is _CANCELLED:  # `is_terminal`
             # Opened before the agent ended but reported after AbortTerminalWork asked the
             # hub (a tool's prompt, or one opened the tick before): it has nobody to answer
             # it, so settle it now (rule: a cancelled run leaves no orphaned prompt).
@@ -166,7 +176,7 @@ def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) 
     ):
         state.stale_dropped += 1  # rule: an outcome for a batch no longer awaited is stale
         return
-    if turn.phase is Phase.THINKING:
+    if turn.phase is _THINKING:
         no_reply = outcome.error or "the model lane delivered no reply"
         result = outcome.results[0] if outcome.results else ToolResult("", error=no_reply)
         if result.error is not None:  # `not result.ok`, without the property's call
@@ -177,7 +187,7 @@ def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) 
             reply = ModelReply(as_text(reply))
         add_history(state, rec, "assistant", reply.text)
         resume_with(state, rec, reply)
-    elif turn.phase is Phase.AWAITING_TOOLS:
+    elif turn.phase is _AWAITING_TOOLS:
         pending: PendingBatch = turn.pending
         for result in outcome.results:
             pending.results.setdefault(result.call_id, result)
@@ -218,6 +228,6 @@ def _deliver_settlement(state: WorldState, rec: AgentRecord, settled: PromptSett
             else:
                 launch_tools(state, rec, pending)
     elif turn.inflight == settled.request_id:
-        if settled.kind is not InteractionKind.TOOL_APPROVAL:
+        if settled.kind is not _APPROVAL_PROMPT:
             add_history(state, rec, "user", settled.response.value)
         resume_with(state, rec, settled.response)

@@ -66,6 +66,12 @@ _Remembered: TypeAlias = tuple[str, str, str, int | None, bool | None, float, fl
 # 100k prompts kept ~77 B an agent after they all settled, with the per-agent index).
 _SHRINK_AFTER_OPENS = 1_000
 
+# Enum members as module names (`EnumType`'s `__getattr__` hook makes `Kind.MEMBER` ~100 ns
+# a read on Python 3.11): read on every prompt.
+_ANSWERED = Settlement.ANSWERED
+_CANCELLED = Settlement.CANCELLED
+_CHOICE = InteractionKind.CHOICE
+
 
 @dataclass(frozen=True, slots=True)
 class HubStats:
@@ -368,9 +374,9 @@ class HubCore:
             if self._opened - self._opened_when_emptied > _SHRINK_AFTER_OPENS:
                 open_.clear()  # empty already: only its table goes
                 self._opened_when_emptied = self._opened
-        if how is Settlement.ANSWERED:
+        if how is _ANSWERED:
             self._answered += 1
-        elif how is Settlement.CANCELLED:
+        elif how is _CANCELLED:
             self._cancelled += 1
         else:
             self._expired += 1
@@ -452,7 +458,7 @@ class HubCore:
         """Cancel the requests ``ids()`` lists; listing and cancelling under one lock hold
         makes it one step, its settlements reported together with no other change between."""
         with self._lock:
-            count = sum(self._settle(i, Settlement.CANCELLED, None) is not None for i in ids())
+            count = sum(self._settle(i, _CANCELLED, None) is not None for i in ids())
         if count:
             self._nudge()
         return count
@@ -494,7 +500,7 @@ def check_request(request: object) -> None:
         why = f"`required` must be True or False, got {shown(required)}"
     elif kind.__class__ is not InteractionKind:
         why = f"`kind` must be an InteractionKind, got {shown(kind)}"
-    elif kind is InteractionKind.CHOICE and not (
+    elif kind is _CHOICE and not (
         type(choices) is tuple and len(choices) > 0 and all(type(c) is str for c in choices)
     ):
         why = f"a choice needs a non-empty tuple of strings, got {shown(choices)}"
@@ -515,7 +521,7 @@ def screen_request(request: object) -> None:
     if (
         request.__class__ is not InteractionRequest
         or request.kind.__class__ is not InteractionKind
-        or request.kind is InteractionKind.CHOICE
+        or request.kind is _CHOICE
         or request.id.__class__ is not str
         or request.prompt.__class__ is not str
         or request.stage.__class__ is not str
@@ -549,9 +555,7 @@ def _check_choice(request: InteractionRequest, choice: object) -> None:
     Raises:
         ConfigError: ``request`` is a choice and ``choice`` is not one of its indices.
     """
-    if request.kind is InteractionKind.CHOICE and not (
-        type(choice) is int and 0 <= choice < len(request.choices)
-    ):
+    if request.kind is _CHOICE and not (type(choice) is int and 0 <= choice < len(request.choices)):
         raise ConfigError(
             f"prompt {request.id!r} offers choices 0..{len(request.choices) - 1},"
             f" got choice {shown(choice)}"

@@ -12,8 +12,20 @@ from runtime.world.state import AgentRecord
 __all__ = ["derive_status", "reflect", "set_active", "set_idle", "set_waiting_on_children"]
 
 _PROMPT_REASONS = (WaitReason.USER_PROMPT, WaitReason.TOOL_APPROVAL)
-# `StatusKind.is_terminal` is a property: a Python call, where identity tests are not.
+# Enum members as module names: on Python 3.11 `Phase.READY` runs `EnumType`'s
+# `__getattr__` hook (~100 ns a read, ~15 for a global), ~20 reads a turn on the tick
+# thread; and `StatusKind.is_terminal` is a property, a call where `is` tests are not.
 _COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
+_ACTIVE = StatusKind.ACTIVE
+_WAITING = StatusKind.WAITING
+_PAUSED = StatusKind.PAUSED
+_IDLE = StatusKind.IDLE
+_APPROVAL_PROMPT = InteractionKind.TOOL_APPROVAL
+_ON_PROMPT = WaitReason.USER_PROMPT
+_ON_APPROVAL = WaitReason.TOOL_APPROVAL
+_ON_CHILDREN = WaitReason.CHILDREN
+_DONE = Phase.DONE
+_AWAITING_CHILDREN = Phase.AWAITING_CHILDREN
 
 
 def set_active(rec: AgentRecord) -> None:
@@ -22,10 +34,10 @@ def set_active(rec: AgentRecord) -> None:
     was = status.kind
     if was is _COMPLETE or was is _ERROR or was is _CANCELLED:  # `is_terminal`, inlined
         return
-    kind, reason = StatusKind.ACTIVE, None
+    kind, reason = _ACTIVE, None
     if rec.prompts:
-        kind, reason = StatusKind.WAITING, _prompt_reason(rec)
-    if was is StatusKind.PAUSED:
+        kind, reason = _WAITING, _prompt_reason(rec)
+    if was is _PAUSED:
         rec.paused_from = kind
         return
     status.kind, status.reason, status.message = kind, reason, ""
@@ -35,26 +47,26 @@ def derive_status(rec: AgentRecord) -> None:
     """Set a live, unpaused agent's status from its turn: IDLE between turns, WAITING on
     children while joining, else ACTIVE (or WAITING on its open prompts)."""
     phase = rec.turn.phase
-    if phase is Phase.DONE:
+    if phase is _DONE:
         set_idle(rec)
-    elif phase is Phase.AWAITING_CHILDREN:
+    elif phase is _AWAITING_CHILDREN:
         set_waiting_on_children(rec)
     else:
         set_active(rec)
 
 
 def set_waiting_on_children(rec: AgentRecord) -> None:
-    if rec.status.kind is StatusKind.PAUSED:
-        rec.paused_from = StatusKind.WAITING
+    if rec.status.kind is _PAUSED:
+        rec.paused_from = _WAITING
     elif not rec.status.kind.is_terminal:
-        rec.status.kind, rec.status.reason = StatusKind.WAITING, WaitReason.CHILDREN
+        rec.status.kind, rec.status.reason = _WAITING, _ON_CHILDREN
 
 
 def _prompt_reason(rec: AgentRecord) -> WaitReason:
     assert rec.prompts
-    if InteractionKind.TOOL_APPROVAL in rec.prompt_kinds():
-        return WaitReason.TOOL_APPROVAL
-    return WaitReason.USER_PROMPT
+    if _APPROVAL_PROMPT in rec.prompt_kinds():
+        return _ON_APPROVAL
+    return _ON_PROMPT
 
 
 def reflect(rec: AgentRecord) -> bool:
@@ -65,25 +77,25 @@ def reflect(rec: AgentRecord) -> bool:
     """
     status = rec.status
     kind = status.kind
-    if kind is _COMPLETE or kind is _ERROR or kind is _CANCELLED or kind is StatusKind.PAUSED:
+    if kind is _COMPLETE or kind is _ERROR or kind is _CANCELLED or kind is _PAUSED:
         return False
     if rec.prompts:
-        waiting_on_prompt = kind is StatusKind.WAITING and status.reason in _PROMPT_REASONS
-        if kind is StatusKind.ACTIVE or waiting_on_prompt:
+        waiting_on_prompt = kind is _WAITING and status.reason in _PROMPT_REASONS
+        if kind is _ACTIVE or waiting_on_prompt:
             reason = _prompt_reason(rec)
-            if kind is StatusKind.WAITING and status.reason is reason:
+            if kind is _WAITING and status.reason is reason:
                 return False
-            status.kind, status.reason = StatusKind.WAITING, reason
+            status.kind, status.reason = _WAITING, reason
             return True
         return False
-    if kind is StatusKind.WAITING and status.reason in _PROMPT_REASONS:
-        status.kind, status.reason = StatusKind.ACTIVE, None
+    if kind is _WAITING and status.reason in _PROMPT_REASONS:
+        status.kind, status.reason = _ACTIVE, None
         return True
     return False
 
 
 def set_idle(rec: AgentRecord) -> None:
-    if rec.status.kind is StatusKind.PAUSED:
-        rec.paused_from = StatusKind.IDLE
+    if rec.status.kind is _PAUSED:
+        rec.paused_from = _IDLE
     else:
-        rec.status.kind, rec.status.reason, rec.status.message = StatusKind.IDLE, None, ""
+        rec.status.kind, rec.status.reason, rec.status.message = _IDLE, None, ""

@@ -84,7 +84,7 @@ def create_agent(
     spec = state.specs.get((behavior, interactive))
     if spec is None:
         spec = state.specs[behavior, interactive] = AgentSpec(behavior, interactive)
-    status = Status(StatusKind.IDLE)
+    status = Status(_IDLE)
     turn = TurnState()
     history = History()
     entity = esper.create_entity(agent, spec, status, turn, history, *components)
@@ -164,7 +164,7 @@ def fail(state: WorldState, rec: AgentRecord, exc: BaseException, where: str = "
     if isinstance(exc, KeyboardInterrupt):
         sigint.note_keyboard_interrupt()
     text = describe(exc)
-    finish(state, rec, StatusKind.ERROR, f"{where}: {text}" if where else text)
+    finish(state, rec, _ERROR, f"{where}: {text}" if where else text)
 
 
 def describe(exc: BaseException) -> str:
@@ -192,7 +192,7 @@ def _clear_turn(state: WorldState, rec: AgentRecord, outcome: str, message: str 
     pending = turn.pending
     if pending is not None and isinstance(pending, Hold):
         pending.cut(state)  # a resource's slot or place in its queue: given up
-    turn.phase = Phase.DONE
+    turn.phase = _DONE
     turn.inflight = None
     turn.deadline = None
     turn.pending = None
@@ -226,7 +226,7 @@ def _end_whole(state: WorldState, rec: AgentRecord, value: Any) -> None:
     elif rec.spec.interactive:
         set_idle(rec)
     else:
-        finish(state, rec, StatusKind.COMPLETE, "", turn_over=True)
+        finish(state, rec, _COMPLETE, "", turn_over=True)
 
 
 def _end_plain(state: WorldState, rec: AgentRecord, value: Any) -> None:
@@ -269,7 +269,7 @@ def _end_plain(state: WorldState, rec: AgentRecord, value: Any) -> None:
             check_join(state, parent)
 
 
-_DONE, _READY = Phase.DONE, Phase.READY
+_DONE, _READY, _AWAITING_CHILDREN = Phase.DONE, Phase.READY, Phase.AWAITING_CHILDREN
 _GENERATOR = types.GeneratorType
 _ACTIVE, _WAITING, _IDLE = StatusKind.ACTIVE, StatusKind.WAITING, StatusKind.IDLE
 _COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
@@ -286,7 +286,7 @@ def abandon_turn(state: WorldState, rec: AgentRecord) -> None:
 
 def queue_message(state: WorldState, rec: AgentRecord, message: Any) -> None:
     """Start a turn on ``message`` now if the agent is between turns, else queue it."""
-    if rec.turn.phase is Phase.DONE:
+    if rec.turn.phase is _DONE:
         start_turn(state, rec, message)
         return
     if rec.mailbox is None:
@@ -309,7 +309,7 @@ def finish(
         return  # rule: a terminal agent is never revived, nor re-terminated
     pending = rec.turn.pending
     if isinstance(pending, PendingBatch):
-        error = CANCELLED_CALL if kind is StatusKind.CANCELLED else f"agent ended: {message}"
+        error = CANCELLED_CALL if kind is _CANCELLED else f"agent ended: {message}"
         for call in pending.calls:
             if call.id not in pending.results:
                 pending.results[call.id] = ToolResult(call.id, error=error)
@@ -333,7 +333,7 @@ def nothing_to_abort(queue: list[AgentRecord]) -> bool:
     """Whether `AbortTerminalWork` would do nothing for ``queue`` (what `finish` queued) but
     clear it: no agent in it has an interrupt handle to fire, a prompt open or children to
     cancel. Kept beside `finish`: what it checks is what that system acts on."""
-    cancelled = StatusKind.CANCELLED
+    cancelled = _CANCELLED
     for rec in queue:
         if rec.handle is not None or rec.prompts:
             return False
@@ -382,7 +382,7 @@ def resume_with(state: WorldState, rec: AgentRecord, value: Any) -> None:
 def await_children(state: WorldState, rec: AgentRecord, agent_ids: tuple[str, ...]) -> None:
     """Park the turn until every agent in ``agent_ids`` has ended (a ``Join``)."""
     turn = rec.turn
-    turn.phase = Phase.AWAITING_CHILDREN
+    turn.phase = _AWAITING_CHILDREN
     turn.pending = agent_ids
     for agent_id in agent_ids:
         if not state.records[agent_id].status.kind.is_terminal:
@@ -395,7 +395,7 @@ def await_children(state: WorldState, rec: AgentRecord, agent_ids: tuple[str, ..
 def check_join(state: WorldState, rec: AgentRecord) -> None:
     """Resume a joining agent if every agent it joins has ended."""
     turn = rec.turn
-    if turn.phase is not Phase.AWAITING_CHILDREN:
+    if turn.phase is not _AWAITING_CHILDREN:
         return
     ids: tuple[str, ...] = turn.pending
     results = []
@@ -403,7 +403,7 @@ def check_join(state: WorldState, rec: AgentRecord) -> None:
         other = state.records[agent_id]
         if not other.status.kind.is_terminal:
             return
-        ok = other.status.kind is StatusKind.COMPLETE
+        ok = other.status.kind is _COMPLETE
         results.append(other.result if ok else None)
     resume_with(state, rec, results)
 
