@@ -12,6 +12,8 @@ from .lifecycle import finish
 __all__ = ["AbortTerminalWork"]
 
 _CANCELLED = StatusKind.CANCELLED  # a module name: `StatusKind.CANCELLED` is ~100 ns on 3.11
+# An ending's default reason by kind (`kind.value` is an enum property, ~0.5 us on 3.11).
+_ENDED = {kind: kind.value for kind in StatusKind}
 
 
 class AbortTerminalWork(esper.Processor):
@@ -31,7 +33,7 @@ class AbortTerminalWork(esper.Processor):
             index += 1
             kind = rec.status.kind
             if rec.handle is not None:
-                rec.handle.interrupt(rec.status.message or kind.value)
+                rec.handle.interrupt(rec.status.message or _ENDED[kind])
                 rec.handle = None  # a finished agent keeps no handle or tokens
             if rec.prompts:
                 effects.cancel_prompts_of(rec.id)

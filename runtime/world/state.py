@@ -276,6 +276,13 @@ class AgentRecord:
             extras = self._extras = _Extras()
         return extras
 
+    def drop_ended_extras(self) -> None:
+        """Forget what a finished agent keeps no more: its rng, mailbox and ``paused_from``
+        (three property stores in one call, and none when no extra was ever made)."""
+        extras = self._extras
+        if extras is not None:
+            extras.rng = extras.mailbox = extras.paused_from = None
+
     @property
     def rng(self) -> random.Random | None:
         """The agent's random stream once made (see ``WorldState.agent_rng``)."""

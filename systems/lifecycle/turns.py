@@ -304,8 +304,9 @@ def finish(
     error result in history (rule: every tool call gets exactly one result on every path).
     ``turn_over``: the turn was just cleared (`end_turn`), so it is not cleared again.
     """
-    assert kind.is_terminal
-    if rec.status.kind.is_terminal:
+    assert kind is _COMPLETE or kind is _ERROR or kind is _CANCELLED  # `is_terminal`
+    was = rec.status.kind
+    if was is _COMPLETE or was is _ERROR or was is _CANCELLED:
         return  # rule: a terminal agent is never revived, nor re-terminated
     pending = rec.turn.pending
     if isinstance(pending, PendingBatch):
@@ -316,12 +317,10 @@ def finish(
         record_tool_results(state, rec, pending)
     if not turn_over:
         _clear_turn(state, rec, kind.value, message)
-    rec.paused_from = None
     rec.status.kind, rec.status.reason, rec.status.message = kind, None, message
-    # A finished agent keeps no generator (closed above), rng or mailbox; its handle (and
-    # the turn's token) goes once AbortTerminalWork has fired it.
-    rec.rng = None
-    rec.mailbox = None
+    # A finished agent keeps no generator (closed above), rng, mailbox or paused status;
+    # its handle (and the turn's token) goes once AbortTerminalWork has fired it.
+    rec.drop_ended_extras()
     state.to_abort.append(rec)
     if state.keep_finished is not None:
         _queue_release(state, rec)
