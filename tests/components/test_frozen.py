@@ -140,6 +140,35 @@ def test_the_hub_messages_built_quicker_are_ordinary_instances():
         settled.at = 2.0  # type: ignore[misc]
 
 
+def test_the_lane_messages_built_quicker_are_ordinary_instances():
+    from components import ToolCall, ToolResult
+    from components.tools import build_result
+    from runtime.cancel import CancelToken
+    from runtime.lane.jobs import ToolJob, ToolOutcome, build_job, build_outcome
+    from runtime.tools.base import ToolContext
+    from runtime.tools.registry import _context
+
+    result = build_result("c1", [1], None)
+    assert type(result) is ToolResult and result == ToolResult("c1", output=[1])
+    token = CancelToken()
+    calls = (ToolCall("c1", "t"),)
+    job = build_job("a1", "b1", len, calls, token)
+    assert type(job) is ToolJob and job == ToolJob("a1", "b1", len, calls, token)
+    outcome = build_outcome("a1", "b1", (result,), 0.5, None)
+    assert type(outcome) is ToolOutcome and outcome == ToolOutcome("a1", "b1", (result,), 0.5)
+    context = _context("a1", "c1", token, None, "b1", 0)
+    assert type(context) is ToolContext and context == ToolContext("a1", "c1", token, None, "b1")
+    assert context._asked == 0  # the field `ask` counts prompts with, as the class starts it
+    for made, field in (
+        (result, "call_id"),
+        (job, "batch_id"),
+        (outcome, "batch_id"),
+        (context, "call_id"),
+    ):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(made, field, "x")
+
+
 def test_a_subclass_of_a_message_still_builds_itself():
     class Tagged(InteractionRequest):
         __slots__ = ("tag",)

@@ -69,6 +69,31 @@ def test_a_record_makes_its_extras_on_the_first_stored_value_and_reads_none_befo
         world.close()
 
 
+def _drawer(turn):
+    turn.rng.random()  # makes the agent's random stream (an extra)
+    yield Ask(InteractionRequest.free_text("", "go on?"))
+
+
+def test_an_ended_agent_keeps_no_rng_mailbox_or_paused_status_but_its_other_extras():
+    world = World(clock=ManualClock())
+    try:
+        agent = world.spawn(_drawer, interactive=True, message="go")
+        world.run_until_idle(skip_time=False)
+        world.send(agent, "later")  # queued: the turn is waiting on its prompt
+        world.pause(agent)
+        world.tick()
+        rec = world._state.records[agent]
+        assert rec.rng is not None and rec.mailbox and rec.paused_from is StatusKind.WAITING
+        rec.children = []  # an extra an ended agent keeps (the children it had)
+        world.cancel(agent)
+        world.tick()
+        assert rec.status.kind is StatusKind.CANCELLED
+        assert (rec.rng, rec.mailbox, rec.paused_from) == (None, None, None)
+        assert rec.children == []
+    finally:
+        world.close()
+
+
 def test_a_turn_made_without_a_record_keeps_its_id_and_the_history_it_was_given():
     view = HistoryView([])
     turn = Turn("a7", "hi", view, 3, None)  # type: ignore[arg-type]
