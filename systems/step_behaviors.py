@@ -16,6 +16,10 @@ from .lifecycle import await_children, create_agent, end_turn, fail, finish, res
 __all__ = ["StepBehaviors", "join_cycle", "step_one", "step_ready", "take_action"]
 
 _WORK = (Think, CallTools, Ask)
+# Enum members as module names (`EnumType`'s `__getattr__` hook makes `Kind.MEMBER` ~100 ns
+# a read on Python 3.11): read on every tick and wake-up.
+_READY, _SLEEPING, _AWAITING_CHILDREN = Phase.READY, Phase.SLEEPING, Phase.AWAITING_CHILDREN
+_ERROR = StatusKind.ERROR
 
 
 class StepBehaviors(esper.Processor):
@@ -38,7 +42,7 @@ def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
     dirty = state.dirty
     buckets = state.sleep_buckets
     add_sleeper = state.add_sleeper
-    ready_phase, sleeping = Phase.READY, Phase.SLEEPING
+    ready_phase, sleeping = _READY, _SLEEPING  # locals: read per agent in the loop
     throw = Throw
     to_dispatch = state.to_dispatch
     # Everything looked at here may change; one C-level update marks the whole batch
@@ -80,7 +84,7 @@ def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
                     turn.deadline = now
                     next_ready[ordinal] = rec
                 elif not seconds > 0:  # NaN (neither <= 0 nor > 0): no deadline to pass
-                    finish(state, rec, StatusKind.ERROR, "Sleep: `seconds` is NaN")
+                    finish(state, rec, _ERROR, "Sleep: `seconds` is NaN")
                 else:  # finite, or infinite: sleeps until interrupted or cancelled
                     deadline = turn.deadline = now + seconds
                     bucket = buckets.get(deadline)
@@ -114,7 +118,7 @@ def step_one(state: WorldState) -> None:
     turn = rec.turn
     try:
         phase = turn.phase
-        if phase is not Phase.READY and phase is not Phase.SLEEPING:
+        if phase is not _READY and phase is not _SLEEPING:
             return  # readiness went stale (interrupted, cancelled): nothing stepped
         value = turn.send_value
         try:
@@ -131,7 +135,7 @@ def step_one(state: WorldState) -> None:
             fail(state, rec, exc)
         else:
             if action.__class__ is Sleep and action.seconds <= 0:  # take_action's, inlined
-                turn.phase = Phase.SLEEPING
+                turn.phase = _SLEEPING
                 turn.deadline = state.now
                 next_ready[ordinal] = rec
             else:
@@ -153,18 +157,18 @@ def take_action(
     cls = action.__class__
     if cls is Sleep:
         assert isinstance(action, Sleep)
-        turn.phase = Phase.SLEEPING
+        turn.phase = _SLEEPING
         seconds = action.seconds
         if seconds <= 0:
             turn.deadline = state.now
             next_ready[rec.ordinal] = rec
         elif not seconds > 0:  # NaN (neither <= 0 nor > 0): no deadline to pass
-            finish(state, rec, StatusKind.ERROR, "Sleep: `seconds` is NaN")
+            finish(state, rec, _ERROR, "Sleep: `seconds` is NaN")
         else:  # finite, or infinite: sleeps until interrupted or cancelled
             deadline = turn.deadline = state.now + seconds
             state.add_sleeper(rec, deadline)
     elif cls in _WORK:
-        turn.phase = Phase.READY  # DispatchWork sets the awaiting phase
+        turn.phase = _READY  # DispatchWork sets the awaiting phase
         state.to_dispatch.append((rec, action))
     elif cls is Spawn:
         assert isinstance(action, Spawn)
@@ -184,11 +188,11 @@ def take_action(
     elif cls in state.step_actions:  # taken here and now (a format-2 resource's)
         state.step_actions[cls](state, rec, action)
     elif cls in state.host_actions:  # a host action: its handler runs in dispatch
-        turn.phase = Phase.READY
+        turn.phase = _READY
         state.to_dispatch.append((rec, action))
     else:
         message = f"behaviour yielded {action!r}, which is not an action"
-        finish(state, rec, StatusKind.ERROR, message)
+        finish(state, rec, _ERROR, message)
 
 
 def join_cycle(
@@ -217,7 +221,7 @@ def join_cycle(
         other = records.get(agent_id)
         if (
             other is None
-            or other.turn.phase is not Phase.AWAITING_CHILDREN
+            or other.turn.phase is not _AWAITING_CHILDREN
             or other.status.kind.is_terminal
         ):
             continue  # it waits for no one: the walk ends here
