@@ -35,9 +35,8 @@ __all__ = ["DENIED", "CollectOutcomes", "collect_one"]
 
 DENIED = "denied by operator"
 
-# Enum members as module names: on Python 3.11 `Phase.READY` runs `EnumType`'s
-# `__getattr__` hook (~100 ns a read, ~15 for a global), ~20 reads a turn on the tick
-# thread; and `StatusKind.is_terminal` is a property, a call where `is` tests are not.
+# Enum members as module names, as `tests/world/test_enum_reads.py` explains and counts.
+# `StatusKind.is_terminal` is a property: a Python call, where identity tests are not.
 _COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
 _AWAITING_INPUT = Phase.AWAITING_INPUT
 _WAITING = StatusKind.WAITING

@@ -16,8 +16,7 @@ from .lifecycle import await_children, create_agent, end_turn, fail, finish, res
 __all__ = ["StepBehaviors", "join_cycle", "step_one", "step_ready", "take_action"]
 
 _WORK = (Think, CallTools, Ask)
-# Enum members as module names (`EnumType`'s `__getattr__` hook makes `Kind.MEMBER` ~100 ns
-# a read on Python 3.11): read on every tick and wake-up.
+# Enum members as module names, as `tests/world/test_enum_reads.py` explains and counts.
 _READY, _SLEEPING, _AWAITING_CHILDREN = Phase.READY, Phase.SLEEPING, Phase.AWAITING_CHILDREN
 _ERROR = StatusKind.ERROR
 

@@ -66,8 +66,7 @@ _Remembered: TypeAlias = tuple[str, str, str, int | None, bool | None, float, fl
 # 100k prompts kept ~77 B an agent after they all settled, with the per-agent index).
 _SHRINK_AFTER_OPENS = 1_000
 
-# Enum members as module names (`EnumType`'s `__getattr__` hook makes `Kind.MEMBER` ~100 ns
-# a read on Python 3.11): read on every prompt.
+# Enum members as module names, as `tests/world/test_enum_reads.py` explains and counts.
 _ANSWERED = Settlement.ANSWERED
 _CANCELLED = Settlement.CANCELLED
 _CHOICE = InteractionKind.CHOICE

@@ -12,9 +12,8 @@ from runtime.world.state import AgentRecord
 __all__ = ["derive_status", "reflect", "set_active", "set_idle", "set_waiting_on_children"]
 
 _PROMPT_REASONS = (WaitReason.USER_PROMPT, WaitReason.TOOL_APPROVAL)
-# Enum members as module names: on Python 3.11 `Phase.READY` runs `EnumType`'s
-# `__getattr__` hook (~100 ns a read, ~15 for a global), ~20 reads a turn on the tick
-# thread; and `StatusKind.is_terminal` is a property, a call where `is` tests are not.
+# Enum members as module names, as `tests/world/test_enum_reads.py` explains and counts.
+# `StatusKind.is_terminal` is a property: a Python call, where identity tests are not.
 _COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
 _ACTIVE = StatusKind.ACTIVE
 _WAITING = StatusKind.WAITING
