@@ -14,12 +14,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["MAX_INT_DIGITS", "NotJSON", "json_value"]
+__all__ = ["INT_HIGH", "INT_LOW", "MAX_INT_DIGITS", "NotJSON", "json_value"]
 
 MAX_INT_DIGITS = 4300
 """The most digits an integer may have: CPython's default limit for ``int`` <-> ``str``."""
 
-_INT_BOUND = 10**MAX_INT_DIGITS
+INT_HIGH = 10**MAX_INT_DIGITS
+INT_LOW = -INT_HIGH
+"""An int ``v`` has a text form (``str``, JSON) exactly when ``INT_LOW < v < INT_HIGH``.
+
+Both are constants: a bound negated in the comparison itself (``-bound < v``) builds a
+1.8 KB integer at every call, ~60 ns of `json_value(1)`'s ~150 here, on hot paths (each
+tool call's output on its lane, each history entry on the tick thread).
+"""
 _MAX_DEPTH = 200  # deeper than any real reply; far below the interpreter's recursion limit
 
 
@@ -37,7 +44,7 @@ def json_value(value: Any) -> Any:
     kind = type(value)
     if value is None or kind is str or kind is bool:
         return value
-    if kind is int and -_INT_BOUND < value < _INT_BOUND:
+    if kind is int and INT_LOW < value < INT_HIGH:
         return value
     try:
         return _walk(value, 0)
@@ -61,7 +68,7 @@ def _walk(value: Any, depth: int) -> Any:
     if isinstance(value, str):
         return str.__str__(value)  # a str subclass comes back a plain str
     if isinstance(value, int):
-        if not -_INT_BOUND < value < _INT_BOUND:
+        if not INT_LOW < value < INT_HIGH:
             raise _Bad(f"an integer of more than {MAX_INT_DIGITS} digits")
         return int.__index__(value)
     if isinstance(value, float):
@@ -94,7 +101,7 @@ def _walk(value: Any, depth: int) -> Any:
 def shown(value: Any, width: int = 40) -> str:
     """``value``'s repr for an error message, cut to ``width`` characters; never raises (an
     int past str()'s 4,300-digit limit, or anything whose repr fails, by its type)."""
-    if isinstance(value, int) and not -_INT_BOUND < value < _INT_BOUND:
+    if isinstance(value, int) and not INT_LOW < value < INT_HIGH:
         return f"<int of {value.bit_length()} bits>"  # its repr would raise
     try:
         text = repr(value)

@@ -16,6 +16,7 @@ from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-
 from typing import Any
 
 from components import Entry
+from runtime.lane.values import INT_HIGH, INT_LOW
 from runtime.world.host_data import flatten
 from runtime.world.state import AgentRecord
 
@@ -52,7 +53,6 @@ def canonical(value: Any) -> str:
             return encode_basestring(f"<{type(value).__qualname__}: not encodable>")
 
 
-_INT_BOUND = 10**4300
 _MAX_DEPTH = 100
 # How many values the fallback visits before it gives up on the whole: a value that holds
 # itself twice over (`a = []; a += [a, a]`) would otherwise unfold into 2**100 of them.
@@ -80,7 +80,7 @@ def _encodable(value: Any, depth: int, budget: list[int]) -> Any:
     if value is None or value is True or value is False or isinstance(value, str):
         return value
     if isinstance(value, int):
-        return value if -_INT_BOUND < value < _INT_BOUND else f"<int {value:#x}>"
+        return value if INT_LOW < value < INT_HIGH else f"<int {value:#x}>"
     if isinstance(value, float):
         return value
     if isinstance(value, list | tuple):
@@ -128,7 +128,7 @@ def _sortable_keys(keys: list[Any]) -> bool:
     if all(isinstance(key, str) for key in keys):
         return True
     numbers = all(
-        isinstance(key, float) or (isinstance(key, int) and -_INT_BOUND < key < _INT_BOUND)
+        isinstance(key, float) or (isinstance(key, int) and INT_LOW < key < INT_HIGH)
         for key in keys
     )
     return numbers or (len(keys) == 1 and keys[0] is None)
@@ -140,7 +140,7 @@ def _key_text(key: Any) -> str:
         return key
     if key is None or key is True or key is False:
         return "null" if key is None else ("true" if key else "false")
-    if isinstance(key, int | float) and (isinstance(key, float) or -_INT_BOUND < key < _INT_BOUND):
+    if isinstance(key, int | float) and (isinstance(key, float) or INT_LOW < key < INT_HIGH):
         return _CANONICAL.encode({key: 0})[2:-4]  # as the encoder writes a key: '{"1":0}'
     return canonical(key)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from components import Entry, History, ToolResult
 from components._frozen import frozen_builder
+from runtime.lane.values import INT_HIGH, INT_LOW
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
 __all__ = ["add_history", "add_prompt", "as_text", "record_tool_results"]
@@ -20,7 +21,7 @@ def as_text(value: Any) -> str:
     # Scalars the way the JSON encoder writes them, without running it (a tool's output
     # is often a number); the encoder itself is made once (see `_TEXT`).
     kind = type(value)
-    if kind is int and -_INT_TEXT < value < _INT_TEXT:
+    if kind is int and INT_LOW < value < INT_HIGH:
         return int.__repr__(value)
     if kind is float and math.isfinite(value):
         return float.__repr__(value)
@@ -32,9 +33,6 @@ def as_text(value: Any) -> str:
         return _TEXT.encode(value)
     except (TypeError, ValueError, RecursionError):
         return _unencodable(value)
-
-
-_INT_TEXT = 10**4300  # CPython's int -> str limit: beyond it even repr() raises
 
 
 def _unencodable(value: Any) -> str:

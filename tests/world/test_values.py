@@ -32,7 +32,8 @@ from runtime import (
     World,
     replay,
 )
-from runtime.lane.values import NotJSON, json_value
+from runtime.lane.values import INT_HIGH, INT_LOW, MAX_INT_DIGITS, NotJSON, json_value
+from systems.lifecycle.history import as_text
 from tests.conftest import wait_for
 
 HUGE = 10**5000
@@ -54,6 +55,20 @@ def _odd_tools() -> ToolRegistry:
         return HUGE
 
     return tools
+
+
+@pytest.mark.parametrize("sign", [1, -1], ids=["positive", "negative"])
+def test_the_int_bounds_are_str_s_own_on_both_sides(sign):
+    # The largest integer str() writes has MAX_INT_DIGITS digits: it crosses the lane and
+    # becomes history text; one more digit is refused, whichever its sign.
+    widest = sign * (10**MAX_INT_DIGITS - 1)
+    assert INT_LOW < widest < INT_HIGH
+    assert json_value(widest) == widest
+    assert as_text(widest) == str(widest)
+    too_wide = sign * 10**MAX_INT_DIGITS
+    with pytest.raises(NotJSON, match="more than 4300 digits"):
+        json_value(too_wide)
+    assert as_text(too_wide) == f"<int of {too_wide.bit_length()} bits>"
 
 
 def seer(turn):
