@@ -63,8 +63,15 @@ class _Bad(Exception):
 def _walk(value: Any, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         raise _Bad(f"nested deeper than {_MAX_DEPTH} levels")
-    if value is None or isinstance(value, bool):
-        return None if value is None else bool(value)
+    kind = value.__class__
+    # Scalars of the exact types come back as they are (bool has no subclasses); the
+    # checks below convert subclasses and refuse what is out of range.
+    if kind is str or value is None or kind is bool:
+        return value
+    if kind is int and INT_LOW < value < INT_HIGH:
+        return value
+    if kind is float and math.isfinite(value):
+        return value
     if isinstance(value, str):
         return str.__str__(value)  # a str subclass comes back a plain str
     if isinstance(value, int):
@@ -90,7 +97,7 @@ def _walk(value: Any, depth: int) -> Any:
             if not isinstance(key, str):
                 raise _Bad(f"key {shown(key)} is not a string")
             try:
-                out[str.__str__(key)] = _walk(item, depth + 1)
+                out[key if key.__class__ is str else str.__str__(key)] = _walk(item, depth + 1)
             except _Bad as bad:
                 bad.path.append(f"[{key!r}]")
                 raise

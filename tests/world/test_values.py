@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 import threading
 
@@ -188,6 +189,26 @@ def test_a_message_is_settled_like_an_output_when_a_journal_records(tmp_path):
             world.spawn("echo", [HUGE])
     finally:
         world.close()
+
+
+def test_json_value_gives_back_the_exact_types_a_journal_reads_back():
+    # A subclass's value crosses as its base type (JSON keeps no subclass), at the top and
+    # inside containers; the exact types pass as they are.
+    class Name(str):
+        pass
+
+    class Count(enum.IntEnum):
+        ONE = 1
+
+    class Ratio(float):
+        pass
+
+    value = json_value({"n": Name("x"), "c": [Count.ONE, Ratio(0.5), 2, 2.5], "t": (True, None)})
+    assert value == {"n": "x", "c": [1, 0.5, 2, 2.5], "t": [True, None]}
+    assert [type(v) for v in (value["n"], *value["c"])] == [str, int, float, int, float]
+    assert type(json_value(Count.ONE)) is int
+    assert type(json_value(Name("y"))) is str
+    assert type(json_value(Ratio(1.5))) is float
 
 
 def test_json_value_turns_tuples_into_lists_and_names_where_a_value_is_bad():
