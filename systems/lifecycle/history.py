@@ -19,9 +19,8 @@ def as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     # Scalars the way the JSON encoder writes them, without running it (a tool's output
-    # is often a number); the encoder itself is made once (see `_TEXT`).
-    # Exact types only, so `repr` is the type's own (the builtin is ~2.5x quicker than
-    # calling `int.__repr__` or `float.__repr__` unbound).
+    # is often a number); the encoder itself is made once (see `_TEXT`). Exact types
+    # only, so `repr` is the type's own (~2.5x quicker than `int.__repr__` unbound).
     kind = type(value)
     if kind is int and INT_LOW < value < INT_HIGH:
         return repr(value)

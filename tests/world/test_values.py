@@ -59,7 +59,7 @@ def _odd_tools() -> ToolRegistry:
 
 
 @pytest.mark.parametrize("sign", [1, -1], ids=["positive", "negative"])
-def test_the_int_bounds_are_str_s_own_on_both_sides(sign):
+def test_ints_cross_up_to_str_s_limit_whichever_their_sign(sign):
     # The largest integer str() writes has MAX_INT_DIGITS digits: it crosses the lane and
     # becomes history text; one more digit is refused, whichever its sign.
     widest = sign * (10**MAX_INT_DIGITS - 1)
