@@ -5,13 +5,13 @@ from __future__ import annotations
 import esper
 
 from components import StatusKind
+from components._members import CANCELLED
 from runtime.world.state import WorldState
 
 from .lifecycle import finish
 
 __all__ = ["AbortTerminalWork"]
 
-_CANCELLED = StatusKind.CANCELLED  # a module name: see tests/world/test_enum_reads.py
 # An ending's default reason by kind (`kind.value` is an enum property, ~0.5 us on 3.11).
 _ENDED = {kind: kind.value for kind in StatusKind}
 
@@ -39,9 +39,9 @@ class AbortTerminalWork(esper.Processor):
                 effects.cancel_prompts_of(rec.id)
             # A prompt open in the hub but not yet on the record (its PromptOpened event is
             # applied this tick or later) is settled when CollectOutcomes meets its event.
-            if kind is _CANCELLED and rec.children:
+            if kind is CANCELLED and rec.children:
                 for child_id in rec.children:
                     child = state.records.get(child_id)
                     if child is not None:
-                        finish(state, child, _CANCELLED, f"parent {rec.id} cancelled")
+                        finish(state, child, CANCELLED, f"parent {rec.id} cancelled")
         queue.clear()

@@ -7,14 +7,24 @@ from typing import Any
 import esper
 
 from components import (
-    InteractionKind,
     InteractionRequest,
-    Phase,
     PromptOpened,
     PromptSettled,
-    StatusKind,
     ToolResult,
     response_approved,
+)
+from components._members import (
+    ACTIVE,
+    APPROVAL_PROMPT,
+    AWAITING_INPUT,
+    AWAITING_TOOLS,
+    CANCELLED,
+    COMPLETE,
+    ERROR,
+    PAUSED,
+    READY,
+    THINKING,
+    WAITING,
 )
 from runtime import errors
 from runtime.lane.jobs import ToolOutcome
@@ -34,18 +44,6 @@ from .lifecycle import (
 __all__ = ["DENIED", "CollectOutcomes", "collect_one"]
 
 DENIED = "denied by operator"
-
-# Enum members as module names, as `tests/world/test_enum_reads.py` explains and counts.
-# `StatusKind.is_terminal` is a property: a Python call, where identity tests are not.
-_COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
-_AWAITING_INPUT = Phase.AWAITING_INPUT
-_WAITING = StatusKind.WAITING
-_ACTIVE = StatusKind.ACTIVE
-_PAUSED = StatusKind.PAUSED
-_READY = Phase.READY
-_THINKING = Phase.THINKING
-_AWAITING_TOOLS = Phase.AWAITING_TOOLS
-_APPROVAL_PROMPT = InteractionKind.TOOL_APPROVAL
 
 
 class CollectOutcomes(esper.Processor):
@@ -84,11 +82,11 @@ def collect_one(state: WorldState, seq: int, item: Any) -> None:
             prompt = rec.prompts
             request_id = item.request_id
             if (
-                (kind is _WAITING or kind is _ACTIVE)
-                and turn.phase is _AWAITING_INPUT
+                (kind is WAITING or kind is ACTIVE)
+                and turn.phase is AWAITING_INPUT
                 and turn.pending is None
                 and turn.inflight == request_id
-                and item.kind is not _APPROVAL_PROMPT
+                and item.kind is not APPROVAL_PROMPT
                 and prompt.__class__ is InteractionRequest
                 and prompt.id == request_id
             ):
@@ -104,13 +102,13 @@ def collect_one(state: WorldState, seq: int, item: Any) -> None:
                 # resume_with, for an agent neither paused nor terminal with no prompt open
                 # now: make_ready puts it in `ready`, set_active makes it ACTIVE.
                 turn.send_value = response
-                turn.phase = _READY
+                turn.phase = READY
                 turn.inflight = turn.pending = turn.deadline = None
                 rec.sleep_seq = 0
                 state.lane_waiting.pop(ordinal, None)
                 state.ready[ordinal] = rec
                 status = rec.status
-                status.kind, status.reason, status.message = _ACTIVE, None, ""
+                status.kind, status.reason, status.message = ACTIVE, None, ""
                 dirty[ordinal] = rec
                 state.changed_this_tick += 1
                 return
@@ -131,9 +129,9 @@ def _collect(state: WorldState, rec: AgentRecord, seq: int, item: Any) -> None:
     # Rule: what lands on a paused agent is held whole (history included) until resume.
     # The mirror of the hub's open set is not the agent's progress: it is kept current.
     kind = rec.status.kind
-    paused = kind is _PAUSED
+    paused = kind is PAUSED
     if cls is PromptOpened:
-        if kind is _COMPLETE or kind is _ERROR or kind is _CANCELLED:  # `is_terminal`
+        if kind is COMPLETE or kind is ERROR or kind is CANCELLED:  # `is_terminal`
             # Opened before the agent ended but reported after AbortTerminalWork asked the
             # hub (a tool's prompt, or one opened the tick before): it has nobody to answer
             # it, so settle it now (rule: a cancelled run leaves no orphaned prompt).
@@ -167,15 +165,10 @@ def _collect(state: WorldState, rec: AgentRecord, seq: int, item: Any) -> None:
 def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) -> None:
     turn = rec.turn
     kind = rec.status.kind
-    if (
-        kind is _COMPLETE
-        or kind is _ERROR
-        or kind is _CANCELLED
-        or turn.inflight != outcome.batch_id
-    ):
+    if kind is COMPLETE or kind is ERROR or kind is CANCELLED or turn.inflight != outcome.batch_id:
         state.stale_dropped += 1  # rule: an outcome for a batch no longer awaited is stale
         return
-    if turn.phase is _THINKING:
+    if turn.phase is THINKING:
         no_reply = outcome.error or "the model lane delivered no reply"
         result = outcome.results[0] if outcome.results else ToolResult("", error=no_reply)
         if result.error is not None:  # `not result.ok`, without the property's call
@@ -186,7 +179,7 @@ def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) 
             reply = ModelReply(as_text(reply))
         add_history(state, rec, "assistant", reply.text)
         resume_with(state, rec, reply)
-    elif turn.phase is _AWAITING_TOOLS:
+    elif turn.phase is AWAITING_TOOLS:
         pending: PendingBatch = turn.pending
         for result in outcome.results:
             pending.results.setdefault(result.call_id, result)
@@ -205,12 +198,7 @@ def finish_batch(state: WorldState, rec: AgentRecord, pending: PendingBatch) -> 
 def _deliver_settlement(state: WorldState, rec: AgentRecord, settled: PromptSettled) -> None:
     turn = rec.turn
     kind = rec.status.kind
-    if (
-        kind is _COMPLETE
-        or kind is _ERROR
-        or kind is _CANCELLED
-        or turn.phase is not _AWAITING_INPUT
-    ):
+    if kind is COMPLETE or kind is ERROR or kind is CANCELLED or turn.phase is not AWAITING_INPUT:
         return
     pending = turn.pending
     if isinstance(pending, PendingBatch):
@@ -227,6 +215,6 @@ def _deliver_settlement(state: WorldState, rec: AgentRecord, settled: PromptSett
             else:
                 launch_tools(state, rec, pending)
     elif turn.inflight == settled.request_id:
-        if settled.kind is not _APPROVAL_PROMPT:
+        if settled.kind is not APPROVAL_PROMPT:
             add_history(state, rec, "user", settled.response.value)
         resume_with(state, rec, settled.response)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import esper
 
-from components import InteractionRequest, Phase, StatusKind
+from components import InteractionRequest
+from components._members import AWAITING_INPUT, AWAITING_TOOLS, CANCELLED, COMPLETE, ERROR, THINKING
 from runtime.hub.core import screen_request
 from runtime.models.base import ModelRequest
 from runtime.world.actions import Action, Ask, CallTools, Think
@@ -13,14 +14,6 @@ from runtime.world.state import AgentRecord, PendingBatch, WorldState
 from .lifecycle import add_prompt, fail, mint, resume_with, turn_token
 
 __all__ = ["DispatchWork", "launch_tools"]
-
-# Enum members as module names, as `tests/world/test_enum_reads.py` explains and counts.
-_COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
-_THINKING, _AWAITING_TOOLS, _AWAITING_INPUT = (
-    Phase.THINKING,
-    Phase.AWAITING_TOOLS,
-    Phase.AWAITING_INPUT,
-)
 
 
 class DispatchWork(esper.Processor):
@@ -45,7 +38,7 @@ class DispatchWork(esper.Processor):
         try:
             for rec, action in work:
                 kind = rec.status.kind
-                if kind is _COMPLETE or kind is _ERROR or kind is _CANCELLED:  # `is_terminal`
+                if kind is COMPLETE or kind is ERROR or kind is CANCELLED:  # `is_terminal`
                     continue
                 try:
                     if action.__class__ in host_actions:
@@ -69,7 +62,7 @@ def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
     if cls is Think:
         assert isinstance(action, Think)
         ref = mint(rec, "m")
-        turn.phase, turn.inflight = _THINKING, ref
+        turn.phase, turn.inflight = THINKING, ref
         state.lane_waiting[rec.ordinal] = rec
         model_request = ModelRequest(
             rec.id, action.prompt, action.model, tuple(rec.history.entries)
@@ -96,7 +89,7 @@ def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
                 request = InteractionRequest.tool_approval(request_id, call.name, call.args, stage)
                 state.effects.open_prompt(rec.id, request)
         if pending.approvals:
-            turn.phase = _AWAITING_INPUT
+            turn.phase = AWAITING_INPUT
         else:
             launch_tools(state, rec, pending)
     elif cls is Ask:
@@ -109,7 +102,7 @@ def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
             screen_request(request)
         if not request.id:
             request = request.with_id(mint(rec, "p"))
-        turn.phase, turn.inflight = _AWAITING_INPUT, request.id
+        turn.phase, turn.inflight = AWAITING_INPUT, request.id
         add_prompt(state, rec, request.prompt)
         state.effects.open_prompt(rec.id, request)
     state.dirty[rec.ordinal] = rec  # `touch`, inlined
@@ -125,7 +118,7 @@ def launch_tools(state: WorldState, rec: AgentRecord, pending: PendingBatch) -> 
         else pending.calls  # nothing approved or denied yet: every call goes (the usual)
     )
     turn = rec.turn
-    turn.phase = _AWAITING_TOOLS
+    turn.phase = AWAITING_TOOLS
     ordinal = rec.ordinal
     state.lane_waiting[ordinal] = rec
     state.dirty[ordinal] = rec  # `touch`, inlined

@@ -6,7 +6,7 @@ from typing import Any
 
 import esper
 
-from components import Phase, StatusKind
+from components._members import AWAITING_CHILDREN, ERROR, READY, SLEEPING
 from runtime.errors import JoinCycleError, UnknownAgentError
 from runtime.world.actions import Ask, CallTools, Join, Sleep, Spawn, Think
 from runtime.world.state import AgentRecord, Throw, WorldState
@@ -16,9 +16,6 @@ from .lifecycle import await_children, create_agent, end_turn, fail, finish, res
 __all__ = ["StepBehaviors", "join_cycle", "step_one", "step_ready", "take_action"]
 
 _WORK = (Think, CallTools, Ask)
-# Enum members as module names, as `tests/world/test_enum_reads.py` explains and counts.
-_READY, _SLEEPING, _AWAITING_CHILDREN = Phase.READY, Phase.SLEEPING, Phase.AWAITING_CHILDREN
-_ERROR = StatusKind.ERROR
 
 
 class StepBehaviors(esper.Processor):
@@ -41,7 +38,7 @@ def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
     dirty = state.dirty
     buckets = state.sleep_buckets
     add_sleeper = state.add_sleeper
-    ready_phase, sleeping = _READY, _SLEEPING  # locals: read per agent in the loop
+    ready_phase, sleeping = READY, SLEEPING  # locals: read per agent in the loop
     throw = Throw
     to_dispatch = state.to_dispatch
     # Everything looked at here may change; one C-level update marks the whole batch
@@ -83,7 +80,7 @@ def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
                     turn.deadline = now
                     next_ready[ordinal] = rec
                 elif not seconds > 0:  # NaN (neither <= 0 nor > 0): no deadline to pass
-                    finish(state, rec, _ERROR, "Sleep: `seconds` is NaN")
+                    finish(state, rec, ERROR, "Sleep: `seconds` is NaN")
                 else:  # finite, or infinite: sleeps until interrupted or cancelled
                     deadline = turn.deadline = now + seconds
                     bucket = buckets.get(deadline)
@@ -117,7 +114,7 @@ def step_one(state: WorldState) -> None:
     turn = rec.turn
     try:
         phase = turn.phase
-        if phase is not _READY and phase is not _SLEEPING:
+        if phase is not READY and phase is not SLEEPING:
             return  # readiness went stale (interrupted, cancelled): nothing stepped
         value = turn.send_value
         try:
@@ -134,7 +131,7 @@ def step_one(state: WorldState) -> None:
             fail(state, rec, exc)
         else:
             if action.__class__ is Sleep and action.seconds <= 0:  # take_action's, inlined
-                turn.phase = _SLEEPING
+                turn.phase = SLEEPING
                 turn.deadline = state.now
                 next_ready[ordinal] = rec
             else:
@@ -156,18 +153,18 @@ def take_action(
     cls = action.__class__
     if cls is Sleep:
         assert isinstance(action, Sleep)
-        turn.phase = _SLEEPING
+        turn.phase = SLEEPING
         seconds = action.seconds
         if seconds <= 0:
             turn.deadline = state.now
             next_ready[rec.ordinal] = rec
         elif not seconds > 0:  # NaN (neither <= 0 nor > 0): no deadline to pass
-            finish(state, rec, _ERROR, "Sleep: `seconds` is NaN")
+            finish(state, rec, ERROR, "Sleep: `seconds` is NaN")
         else:  # finite, or infinite: sleeps until interrupted or cancelled
             deadline = turn.deadline = state.now + seconds
             state.add_sleeper(rec, deadline)
     elif cls in _WORK:
-        turn.phase = _READY  # DispatchWork sets the awaiting phase
+        turn.phase = READY  # DispatchWork sets the awaiting phase
         state.to_dispatch.append((rec, action))
     elif cls is Spawn:
         assert isinstance(action, Spawn)
@@ -187,11 +184,11 @@ def take_action(
     elif cls in state.step_actions:  # taken here and now (a format-2 resource's)
         state.step_actions[cls](state, rec, action)
     elif cls in state.host_actions:  # a host action: its handler runs in dispatch
-        turn.phase = _READY
+        turn.phase = READY
         state.to_dispatch.append((rec, action))
     else:
         message = f"behaviour yielded {action!r}, which is not an action"
-        finish(state, rec, _ERROR, message)
+        finish(state, rec, ERROR, message)
 
 
 def join_cycle(
@@ -220,7 +217,7 @@ def join_cycle(
         other = records.get(agent_id)
         if (
             other is None
-            or other.turn.phase is not _AWAITING_CHILDREN
+            or other.turn.phase is not AWAITING_CHILDREN
             or other.status.kind.is_terminal
         ):
             continue  # it waits for no one: the walk ends here

@@ -19,7 +19,8 @@ from typing import Any, Final, Protocol, TypeVar, overload
 
 import esper
 
-from components import Agent, Phase
+from components import Agent
+from components._members import AWAITING_ACTION
 from runtime.errors import ConfigError, UnknownAgentError
 from runtime.lane.values import shown
 from runtime.world.host_data import check_components, is_builtin, mint_entity
@@ -278,7 +279,7 @@ class SystemContext:
         it was completed already, or an interrupt or cancel abandoned it).
         """
         rec = self._state.records.get(agent_id)
-        if rec is None or rec.turn.phase is not _AWAITING_ACTION:
+        if rec is None or rec.turn.phase is not AWAITING_ACTION:
             return False
         self._last = rec.entity
         resume = _resume_with or _load_resume_with()
@@ -327,7 +328,6 @@ class SystemContext:
             esper.clear_cache()  # cached query tuples hold the replaced objects
 
 
-_AWAITING_ACTION = Phase.AWAITING_ACTION
 _resume_with: Any = None  # systems.lifecycle.resume_with, at first use (it imports this room)
 
 

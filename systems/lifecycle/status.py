@@ -6,37 +6,39 @@ goes to ``paused_from``.
 
 from __future__ import annotations
 
-from components import InteractionKind, Phase, StatusKind, WaitReason
+from components import WaitReason
+from components._members import (
+    ACTIVE,
+    APPROVAL_PROMPT,
+    AWAITING_CHILDREN,
+    CANCELLED,
+    COMPLETE,
+    DONE,
+    ERROR,
+    IDLE,
+    ON_APPROVAL,
+    ON_CHILDREN,
+    ON_PROMPT,
+    PAUSED,
+    WAITING,
+)
 from runtime.world.state import AgentRecord
 
 __all__ = ["derive_status", "reflect", "set_active", "set_idle", "set_waiting_on_children"]
 
 _PROMPT_REASONS = (WaitReason.USER_PROMPT, WaitReason.TOOL_APPROVAL)
-# Enum members as module names, as `tests/world/test_enum_reads.py` explains and counts.
-# `StatusKind.is_terminal` is a property: a Python call, where identity tests are not.
-_COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
-_ACTIVE = StatusKind.ACTIVE
-_WAITING = StatusKind.WAITING
-_PAUSED = StatusKind.PAUSED
-_IDLE = StatusKind.IDLE
-_APPROVAL_PROMPT = InteractionKind.TOOL_APPROVAL
-_ON_PROMPT = WaitReason.USER_PROMPT
-_ON_APPROVAL = WaitReason.TOOL_APPROVAL
-_ON_CHILDREN = WaitReason.CHILDREN
-_DONE = Phase.DONE
-_AWAITING_CHILDREN = Phase.AWAITING_CHILDREN
 
 
 def set_active(rec: AgentRecord) -> None:
     """Make the agent ACTIVE, or WAITING if it has open prompts (kept if paused/terminal)."""
     status = rec.status
     was = status.kind
-    if was is _COMPLETE or was is _ERROR or was is _CANCELLED:  # `is_terminal`, inlined
+    if was is COMPLETE or was is ERROR or was is CANCELLED:  # `is_terminal`, inlined
         return
-    kind, reason = _ACTIVE, None
+    kind, reason = ACTIVE, None
     if rec.prompts:
-        kind, reason = _WAITING, _prompt_reason(rec)
-    if was is _PAUSED:
+        kind, reason = WAITING, _prompt_reason(rec)
+    if was is PAUSED:
         rec.paused_from = kind
         return
     status.kind, status.reason, status.message = kind, reason, ""
@@ -46,26 +48,26 @@ def derive_status(rec: AgentRecord) -> None:
     """Set a live, unpaused agent's status from its turn: IDLE between turns, WAITING on
     children while joining, else ACTIVE (or WAITING on its open prompts)."""
     phase = rec.turn.phase
-    if phase is _DONE:
+    if phase is DONE:
         set_idle(rec)
-    elif phase is _AWAITING_CHILDREN:
+    elif phase is AWAITING_CHILDREN:
         set_waiting_on_children(rec)
     else:
         set_active(rec)
 
 
 def set_waiting_on_children(rec: AgentRecord) -> None:
-    if rec.status.kind is _PAUSED:
-        rec.paused_from = _WAITING
+    if rec.status.kind is PAUSED:
+        rec.paused_from = WAITING
     elif not rec.status.kind.is_terminal:
-        rec.status.kind, rec.status.reason = _WAITING, _ON_CHILDREN
+        rec.status.kind, rec.status.reason = WAITING, ON_CHILDREN
 
 
 def _prompt_reason(rec: AgentRecord) -> WaitReason:
     assert rec.prompts
-    if _APPROVAL_PROMPT in rec.prompt_kinds():
-        return _ON_APPROVAL
-    return _ON_PROMPT
+    if APPROVAL_PROMPT in rec.prompt_kinds():
+        return ON_APPROVAL
+    return ON_PROMPT
 
 
 def reflect(rec: AgentRecord) -> bool:
@@ -76,25 +78,25 @@ def reflect(rec: AgentRecord) -> bool:
     """
     status = rec.status
     kind = status.kind
-    if kind is _COMPLETE or kind is _ERROR or kind is _CANCELLED or kind is _PAUSED:
+    if kind is COMPLETE or kind is ERROR or kind is CANCELLED or kind is PAUSED:
         return False
     if rec.prompts:
-        waiting_on_prompt = kind is _WAITING and status.reason in _PROMPT_REASONS
-        if kind is _ACTIVE or waiting_on_prompt:
+        waiting_on_prompt = kind is WAITING and status.reason in _PROMPT_REASONS
+        if kind is ACTIVE or waiting_on_prompt:
             reason = _prompt_reason(rec)
-            if kind is _WAITING and status.reason is reason:
+            if kind is WAITING and status.reason is reason:
                 return False
-            status.kind, status.reason = _WAITING, reason
+            status.kind, status.reason = WAITING, reason
             return True
         return False
-    if kind is _WAITING and status.reason in _PROMPT_REASONS:
-        status.kind, status.reason = _ACTIVE, None
+    if kind is WAITING and status.reason in _PROMPT_REASONS:
+        status.kind, status.reason = ACTIVE, None
         return True
     return False
 
 
 def set_idle(rec: AgentRecord) -> None:
-    if rec.status.kind is _PAUSED:
-        rec.paused_from = _IDLE
+    if rec.status.kind is PAUSED:
+        rec.paused_from = IDLE
     else:
-        rec.status.kind, rec.status.reason, rec.status.message = _IDLE, None, ""
+        rec.status.kind, rec.status.reason, rec.status.message = IDLE, None, ""

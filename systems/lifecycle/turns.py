@@ -21,11 +21,21 @@ from components import (
     Agent,
     AgentSpec,
     History,
-    Phase,
     Status,
     StatusKind,
     ToolResult,
     TurnState,
+)
+from components._members import (
+    ACTIVE,
+    AWAITING_CHILDREN,
+    CANCELLED,
+    COMPLETE,
+    DONE,
+    ERROR,
+    IDLE,
+    READY,
+    WAITING,
 )
 from runtime.cancel import CancelToken, InterruptHandle
 from runtime.world import sigint
@@ -84,7 +94,7 @@ def create_agent(
     spec = state.specs.get((behavior, interactive))
     if spec is None:
         spec = state.specs[behavior, interactive] = AgentSpec(behavior, interactive)
-    status = Status(_IDLE)
+    status = Status(IDLE)
     turn = TurnState()
     history = History()
     entity = esper.create_entity(agent, spec, status, turn, history, *components)
@@ -143,14 +153,14 @@ def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
         end_turn(state, rec, gen)
         return
     turn.behavior = gen
-    turn.phase = _READY
+    turn.phase = READY
     status = rec.status
     kind = status.kind
-    if (kind is _IDLE or kind is _ACTIVE) and not rec.prompts:
+    if (kind is IDLE or kind is ACTIVE) and not rec.prompts:
         # `make_ready` and `set_active` of an agent neither paused nor terminal with no
         # prompt open (every new agent's first turn): to `ready`, and ACTIVE.
         state.ready[rec.ordinal] = rec
-        status.kind, status.reason, status.message = _ACTIVE, None, ""
+        status.kind, status.reason, status.message = ACTIVE, None, ""
     else:
         state.make_ready(rec)
         set_active(rec)
@@ -164,7 +174,7 @@ def fail(state: WorldState, rec: AgentRecord, exc: BaseException, where: str = "
     if isinstance(exc, KeyboardInterrupt):
         sigint.note_keyboard_interrupt()
     text = describe(exc)
-    finish(state, rec, _ERROR, f"{where}: {text}" if where else text)
+    finish(state, rec, ERROR, f"{where}: {text}" if where else text)
 
 
 def describe(exc: BaseException) -> str:
@@ -192,7 +202,7 @@ def _clear_turn(state: WorldState, rec: AgentRecord, outcome: str, message: str 
     pending = turn.pending
     if pending is not None and isinstance(pending, Hold):
         pending.cut(state)  # a resource's slot or place in its queue: given up
-    turn.phase = _DONE
+    turn.phase = DONE
     turn.inflight = None
     turn.deadline = None
     turn.pending = None
@@ -226,7 +236,7 @@ def _end_whole(state: WorldState, rec: AgentRecord, value: Any) -> None:
     elif rec.spec.interactive:
         set_idle(rec)
     else:
-        finish(state, rec, _COMPLETE, "", turn_over=True)
+        finish(state, rec, COMPLETE, "", turn_over=True)
 
 
 def _end_plain(state: WorldState, rec: AgentRecord, value: Any) -> None:
@@ -242,7 +252,7 @@ def _end_plain(state: WorldState, rec: AgentRecord, value: Any) -> None:
             gen.close()
         except BaseException:  # as in `_close`
             log.exception("behaviour of agent %s raised while being closed", rec.id)
-    turn.phase = _DONE
+    turn.phase = DONE
     turn.inflight = turn.deadline = turn.send_value = None  # `pending` is None already
     rec.sleep_seq = 0
     ordinal = rec.ordinal
@@ -257,9 +267,9 @@ def _end_plain(state: WorldState, rec: AgentRecord, value: Any) -> None:
         return
     status = rec.status
     kind = status.kind
-    if kind is _COMPLETE or kind is _ERROR or kind is _CANCELLED:
+    if kind is COMPLETE or kind is ERROR or kind is CANCELLED:
         return  # as `finish`: a terminal agent is never re-terminated
-    status.kind, status.reason, status.message = _COMPLETE, None, ""
+    status.kind, status.reason, status.message = COMPLETE, None, ""
     state.to_abort.append(rec)
     if state.keep_finished is not None:
         _queue_release(state, rec)
@@ -269,10 +279,7 @@ def _end_plain(state: WorldState, rec: AgentRecord, value: Any) -> None:
             check_join(state, parent)
 
 
-_DONE, _READY, _AWAITING_CHILDREN = Phase.DONE, Phase.READY, Phase.AWAITING_CHILDREN
 _GENERATOR = types.GeneratorType
-_ACTIVE, _WAITING, _IDLE = StatusKind.ACTIVE, StatusKind.WAITING, StatusKind.IDLE
-_COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
 
 
 def abandon_turn(state: WorldState, rec: AgentRecord) -> None:
@@ -286,7 +293,7 @@ def abandon_turn(state: WorldState, rec: AgentRecord) -> None:
 
 def queue_message(state: WorldState, rec: AgentRecord, message: Any) -> None:
     """Start a turn on ``message`` now if the agent is between turns, else queue it."""
-    if rec.turn.phase is _DONE:
+    if rec.turn.phase is DONE:
         start_turn(state, rec, message)
         return
     if rec.mailbox is None:
@@ -304,13 +311,13 @@ def finish(
     error result in history (rule: every tool call gets exactly one result on every path).
     ``turn_over``: the turn was just cleared (`end_turn`), so it is not cleared again.
     """
-    assert kind is _COMPLETE or kind is _ERROR or kind is _CANCELLED  # `is_terminal`
+    assert kind is COMPLETE or kind is ERROR or kind is CANCELLED  # `is_terminal`
     was = rec.status.kind
-    if was is _COMPLETE or was is _ERROR or was is _CANCELLED:
+    if was is COMPLETE or was is ERROR or was is CANCELLED:
         return  # rule: a terminal agent is never revived, nor re-terminated
     pending = rec.turn.pending
     if isinstance(pending, PendingBatch):
-        error = CANCELLED_CALL if kind is _CANCELLED else f"agent ended: {message}"
+        error = CANCELLED_CALL if kind is CANCELLED else f"agent ended: {message}"
         for call in pending.calls:
             if call.id not in pending.results:
                 pending.results[call.id] = ToolResult(call.id, error=error)
@@ -332,7 +339,7 @@ def nothing_to_abort(queue: list[AgentRecord]) -> bool:
     """Whether `AbortTerminalWork` would do nothing for ``queue`` (what `finish` queued) but
     clear it: no agent in it has an interrupt handle to fire, a prompt open or children to
     cancel. Kept beside `finish`: what it checks is what that system acts on."""
-    cancelled = _CANCELLED
+    cancelled = CANCELLED
     for rec in queue:
         if rec.handle is not None or rec.prompts:
             return False
@@ -358,19 +365,19 @@ def resume_with(state: WorldState, rec: AgentRecord, value: Any) -> None:
     """What the turn awaited has arrived: step the behaviour with ``value`` next."""
     turn = rec.turn
     turn.send_value = value
-    turn.phase = _READY
+    turn.phase = READY
     turn.inflight = turn.pending = turn.deadline = None
     rec.sleep_seq = 0  # no sleep of this turn is live now (see WorldState.sleep_buckets)
     ordinal = rec.ordinal
     state.lane_waiting.pop(ordinal, None)
     status = rec.status
     kind = status.kind
-    if (kind is _ACTIVE or kind is _WAITING) and not rec.prompts:
+    if (kind is ACTIVE or kind is WAITING) and not rec.prompts:
         # `make_ready` and `set_active` of an agent neither paused nor terminal with no
         # prompt open (a model reply, a tool batch, the answer to its own prompt: every
         # resumption of a plain turn): it goes to `ready` and is ACTIVE.
         state.ready[ordinal] = rec
-        status.kind, status.reason, status.message = _ACTIVE, None, ""
+        status.kind, status.reason, status.message = ACTIVE, None, ""
     else:
         state.make_ready(rec)
         set_active(rec)
@@ -381,7 +388,7 @@ def resume_with(state: WorldState, rec: AgentRecord, value: Any) -> None:
 def await_children(state: WorldState, rec: AgentRecord, agent_ids: tuple[str, ...]) -> None:
     """Park the turn until every agent in ``agent_ids`` has ended (a ``Join``)."""
     turn = rec.turn
-    turn.phase = _AWAITING_CHILDREN
+    turn.phase = AWAITING_CHILDREN
     turn.pending = agent_ids
     for agent_id in agent_ids:
         if not state.records[agent_id].status.kind.is_terminal:
@@ -394,7 +401,7 @@ def await_children(state: WorldState, rec: AgentRecord, agent_ids: tuple[str, ..
 def check_join(state: WorldState, rec: AgentRecord) -> None:
     """Resume a joining agent if every agent it joins has ended."""
     turn = rec.turn
-    if turn.phase is not _AWAITING_CHILDREN:
+    if turn.phase is not AWAITING_CHILDREN:
         return
     ids: tuple[str, ...] = turn.pending
     results = []
@@ -402,7 +409,7 @@ def check_join(state: WorldState, rec: AgentRecord) -> None:
         other = state.records[agent_id]
         if not other.status.kind.is_terminal:
             return
-        ok = other.status.kind is _COMPLETE
+        ok = other.status.kind is COMPLETE
         results.append(other.result if ok else None)
     resume_with(state, rec, results)
 

@@ -3,7 +3,8 @@
 On Python 3.11 `EnumType` defines `__getattr__`, so every `Phase.READY` or
 `StatusKind.ACTIVE` runs the slot hook (~100 ns a read, against ~15 ns for a global); a turn
 of model call, tool batch and prompt read ~24 of them on the tick thread before they became
-module names. Counting the reads needs no clock: a turn that reads them again fails here.
+module names (`components._members`). Counting the reads needs no clock: a turn that reads
+them again fails here.
 """
 
 from __future__ import annotations
