@@ -24,10 +24,11 @@ from components import (
     PromptOpened,
     PromptSettled,
     Settlement,
-    ToolResult,
 )
+from components.tools import build_result
 from runtime.errors import JournalError
 from runtime.lane import ToolOutcome
+from runtime.lane.jobs import build_outcome
 from runtime.lane.values import NotJSON, json_value, shown
 from runtime.models.base import ModelReply, decode_reply, encode_reply
 from runtime.world.digest import canonical
@@ -43,6 +44,7 @@ from runtime.world.inputs import (
     ResumeAgent,
     SendMessage,
     SpawnAgent,
+    build_spawn,
 )
 
 __all__ = ["decode_input", "encode_input"]
@@ -212,7 +214,7 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
 }
 
 _DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
-    "spawn": lambda d: SpawnAgent(
+    "spawn": lambda d: build_spawn(
         d["agent_id"],
         d["behavior"],
         d["message"],
@@ -228,10 +230,12 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
     "interrupt": lambda d: InterruptAgent(d["agent_id"], d.get("ref", ""), d.get("partial")),
     "forget": lambda d: ForgetAgent(d["agent_id"]),
     "effect_failed": lambda d: EffectFailed(d["agent_id"], d["ref"], d["error"], d["error_type"]),
-    "outcome": lambda d: ToolOutcome(
+    # Through the builders the lane uses (every field, positionally): a replay decodes
+    # one outcome per batch the recording ran; `_check_shape` checks them after.
+    "outcome": lambda d: build_outcome(
         d["agent_id"],
         d["batch_id"],
-        tuple([ToolResult(r["call_id"], _unoutput(r), r["error"]) for r in d["results"]]),
+        tuple([build_result(r["call_id"], _unoutput(r), r["error"]) for r in d["results"]]),
         float(d["elapsed"]),
         d.get("error"),  # absent in journals written before outcomes had one
     ),
@@ -366,7 +370,7 @@ def _compile_check(cls: type) -> Callable[[Any], None]:
     writes its own ``__init__``).
     """
     scalars, others = _read_shape(cls)
-    names: dict[str, Any] = {"_bad": _bad_scalar, "_inner": _check_inner}
+    names: dict[str, Any] = {"_bad": _bad_scalar, "_inner": _check_inner, "_plain": _PLAIN}
     lines = ["def check(value):"]
     for index, (name, kinds, optional) in enumerate(scalars):
         names[f"k{index}"] = kinds
@@ -376,8 +380,9 @@ def _compile_check(cls: type) -> Callable[[Any], None]:
         none = "v is not None and " if optional else ""
         lines.append(f"    c = v.__class__\n    if {none}{test}:")
         lines.append(f"        _bad({name!r}, k{index}, {optional}, v)")
-    for name in others:
-        lines.append(f"    _inner(value.{name}, {name!r})")
+    for name in others:  # JSON's own values (a tool's output, a payload) hold nothing to check
+        lines.append(f"    v = value.{name}\n    if v.__class__ not in _plain:")
+        lines.append(f"        _inner(v, {name!r})")
     if len(lines) == 1:
         lines.append("    return None")
     exec("\n".join(lines), names)

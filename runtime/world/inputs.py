@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from components._frozen import frozen_builder
 from runtime.wake import Wake
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "ResumeAgent",
     "SendMessage",
     "SpawnAgent",
+    "build_spawn",
 ]
 
 
@@ -46,6 +48,12 @@ class SpawnAgent:
     name: str = ""
     interactive: bool = False
     components: tuple[Any, ...] = ()
+
+
+# A `SpawnAgent` from all six fields, positionally (`frozen_builder`): ~0.4 us against the
+# class's ~1.07 us, on every spawn (under the ids lock) and every spawn a replay decodes.
+# For the runtime's own use; not exported from the package.
+build_spawn = frozen_builder(SpawnAgent)
 
 
 @dataclass(frozen=True, slots=True)
