@@ -65,3 +65,33 @@ def test_a_number_field_takes_no_text_nor_a_bool():
         with pytest.raises(JournalError) as caught:
             decode_input(kind, payload)
         assert str(caught.value).endswith(f"`at` must be a number, got {shown}")
+
+
+def test_a_payload_is_the_text_json_dumps_writes():
+    # The journal's encoder is built once (not per call, as json.dumps builds it): its text
+    # must stay what json.dumps writes, non-ASCII escaped and keys in their order.
+    output = {"zé": [1.5, None, True, -0.0, 10**20], "a": {"ü": "\u2603", "n": 2}}
+    item = ToolOutcome("a1", "a1/t1/b1", (ToolResult("c1", output, None),), 0.25, None)
+    kind, payload = encode_input(item)
+    expected = {
+        "agent_id": "a1",
+        "batch_id": "a1/t1/b1",
+        "elapsed": 0.25,
+        "error": None,
+        "results": [{"call_id": "c1", "error": None, "value": output}],
+    }
+    assert (kind, payload) == ("outcome", json.dumps(expected, allow_nan=False))
+    assert payload.isascii()
+
+
+@pytest.mark.parametrize("bad", ["nan", "cycle"])
+def test_a_value_json_cannot_write_is_refused_naming_the_agent(bad):
+    value: object
+    if bad == "nan":
+        value = float("nan")
+    else:
+        value = []
+        value.append(value)
+    item = ToolOutcome("a7", "a7/t1/b1", (ToolResult("c1", value, None),), 0.25, None)
+    with pytest.raises(JournalError, match="cannot journal the outcome input of agent 'a7'"):
+        encode_input(item)
