@@ -30,7 +30,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from components import Phase, StatusKind
+from components import StatusKind
+from components._members import AWAITING_ACTION, DONE, SLEEPING
 from runtime.errors import ConfigError
 from runtime.world.state import AgentRecord, WorldState
 
@@ -130,7 +131,7 @@ class StepRules:
             counters.peak_queued = counters.queued
         self._mark(resource)
         # Parked as a host action's wait was: the phase, an id, and the claim.
-        turn.phase = Phase.AWAITING_ACTION
+        turn.phase = AWAITING_ACTION
         turn.inflight = self._mint(rec, "h")
         turn.pending = claim
         state.dirty[rec.ordinal] = rec  # `touch`, inlined
@@ -145,7 +146,7 @@ class StepRules:
             state = self.state
             rec = claim.rec
             turn = claim.turn
-            turn.phase = Phase.SLEEPING
+            turn.phase = SLEEPING
             turn.inflight = None
             turn.pending = claim
             deadline = turn.deadline = state.now + hold
@@ -189,7 +190,7 @@ class StepRules:
             counters.queued -= 1
             turn = claim.turn
             rec = claim.rec
-            if turn.generation != claim.generation or turn.phase is not Phase.AWAITING_ACTION:
+            if turn.generation != claim.generation or turn.phase is not AWAITING_ACTION:
                 counters.abandoned += 1  # its wait ended some other way (a host's complete)
                 self._mark(resource)
                 continue
@@ -236,15 +237,12 @@ class StepRules:
                 resource.entity = ctx.create(resource.counters)
             registry.unplaced.clear()
         cut, self.cut = self.cut, False
-        done = Phase.DONE
+        done = DONE
         for resource in registry.resources:
             if cut and resource.waiting:
                 for agent_id, claim in list(resource.waiting.items()):
                     turn = claim.turn
-                    if (
-                        turn.generation != claim.generation
-                        or turn.phase is not Phase.AWAITING_ACTION
-                    ):
+                    if turn.generation != claim.generation or turn.phase is not AWAITING_ACTION:
                         del resource.waiting[agent_id]
                         claim.dead = True
                         resource.counters.queued -= 1
