@@ -49,7 +49,10 @@ def record(path: Path, agents: int, ticks: int) -> int:
 def resume_speed(ctx: Context) -> Result:
     agents = ctx.pick(1_000, 10_000)
     ticks = 50
-    reps = 2  # each sample replays the whole journal: ~20 s at 10k agents here
+    # Each sample replays the whole journal (~4-5 s a side at 10k agents here). Three:
+    # with two, one slow sample of either side moved the row from ~1.0 to 1.46x (the
+    # same runtime read 0.81-1.15x pair by pair, eighteenth session).
+    reps = 3
     with tempfile.TemporaryDirectory(prefix="tickwork-bench-") as tmp:
         path = Path(tmp) / "run.db"
         recorded = record(path, agents, ticks)
