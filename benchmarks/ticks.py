@@ -82,6 +82,16 @@ def time_ticks(world: World, ticks: int) -> float:
     return (time.process_time() - started) / ticks * 1e6
 
 
+def time_counts(world: World, reps: int) -> float:
+    """Median CPU µs of ``world.counts()`` over ``reps`` calls."""
+    samples = []
+    for _ in range(reps):
+        started = time.process_time()
+        world.counts()
+        samples.append((time.process_time() - started) * 1e6)
+    return statistics.median(samples)
+
+
 @benchmark(
     "idle_tick_scaling",
     unit="µs/tick",
@@ -108,6 +118,9 @@ def idle_tick_scaling(ctx: Context) -> Result:
             order = sizes if rep % 2 == 0 else sizes[::-1]
             for n in order:
                 samples[n].append(time_ticks(worlds[n], ticks))
+        # What a live view's refresh or a metrics scrape reads under the world's lock:
+        # `world.counts()`, O(agents).
+        counts_us = {n: time_counts(worlds[n], reps) for n in sizes}
     finally:
         for world in worlds.values():
             world.close()
@@ -118,6 +131,7 @@ def idle_tick_scaling(ctx: Context) -> Result:
             "us_per_tick": statistics.median(samples[n]),
             "min": min(samples[n]),
             "max": max(samples[n]),
+            "counts_us": counts_us[n],
         }
         for n in sizes
     ]

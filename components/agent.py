@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._enum import IdentityEnum
 from ._frozen import fast_frozen_init
 
 __all__ = [
@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 
-class StatusKind(enum.Enum):
+class StatusKind(IdentityEnum):
     """Where an agent is in its life."""
 
     IDLE = "idle"
@@ -36,15 +36,15 @@ class StatusKind(enum.Enum):
     @property
     def is_terminal(self) -> bool:
         """COMPLETE, ERROR and CANCELLED are final: nothing revives such an agent."""
-        # Identity tests, not a frozenset lookup: an Enum member hashes through a Python
-        # `__hash__`, and the tick asks this of every agent it touches (~10x cheaper).
+        # Identity tests, not a frozenset lookup: the tick asks this of every agent it
+        # touches, and three `is` tests need no hash.
         return self is _COMPLETE or self is _ERROR or self is _CANCELLED
 
 
 _COMPLETE, _ERROR, _CANCELLED = StatusKind.COMPLETE, StatusKind.ERROR, StatusKind.CANCELLED
 
 
-class WaitReason(enum.Enum):
+class WaitReason(IdentityEnum):
     """What a WAITING agent waits for."""
 
     USER_PROMPT = "user_prompt"
@@ -85,7 +85,7 @@ class Status:
     message: str = ""
 
 
-class Phase(enum.Enum):
+class Phase(IdentityEnum):
     """Where the current turn is."""
 
     READY = "ready"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._enum import IdentityEnum
 from ._frozen import fast_frozen_init, frozen_builder
 
 __all__ = [
@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 
-class InteractionKind(enum.Enum):
+class InteractionKind(IdentityEnum):
     """What sort of answer a prompt wants."""
 
     FREE_TEXT = "free_text"
@@ -155,7 +155,7 @@ def response_approved(response: InteractionResponse) -> bool:
 _FREE_TEXT = InteractionKind.FREE_TEXT
 
 
-class Settlement(enum.Enum):
+class Settlement(IdentityEnum):
     """How an open prompt left the open set."""
 
     ANSWERED = "answered"

@@ -14,7 +14,6 @@ threads, and a background job holding the pipes open cannot make the wait hang.
 from __future__ import annotations
 
 import contextlib
-import enum
 import os
 import selectors
 import signal
@@ -24,6 +23,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from components._enum import IdentityEnum
 from runtime.cancel import CancelToken
 
 __all__ = ["ProcessEnd", "ProcessResult", "run_process"]
@@ -34,7 +34,7 @@ _POLL_WITHOUT_PIDFD = 0.05
 _READ_CHUNK = 65536
 
 
-class ProcessEnd(enum.Enum):
+class ProcessEnd(IdentityEnum):
     """How a process run ended."""
 
     EXITED = "exited"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -298,10 +299,9 @@ class AgentAPI:
     def counts(self) -> dict[StatusKind, int]:
         """How many agents are in each status (O(agents))."""
         with self._lock:
-            counts = dict.fromkeys(StatusKind, 0)
-            for rec in self._state.records.values():
-                counts[rec.status.kind] += 1
-            return counts
+            kinds = [rec.status.kind for rec in self._state.records.values()]
+        tally = Counter(kinds)  # C-level counting, outside the lock
+        return {kind: tally[kind] for kind in StatusKind}
 
     def digest(self) -> str:
         """The digest of every agent's state now (incremental: O(changed agents)).
