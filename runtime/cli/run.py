@@ -75,7 +75,7 @@ def run_to_end(
 def _ending(world: World, ended: str) -> str:
     if ended != "finished":
         return ended
-    if world.hub.pending():
+    if world.hub.stats().open:
         return "waiting for a person"
     counts = world.counts()
     if all(kind.is_terminal or not n for kind, n in counts.items()):

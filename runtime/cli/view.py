@@ -287,12 +287,15 @@ class LiveView:
                 str(stats.finished),
             )
         backend = Text(f"tool jobs run on: {describe_backend(world.backend_info())}")
-        pending = world.hub.pending()
-        prompts = Text(f"open prompts: {len(pending)}")
-        for agent_id, request in pending[: self._max_prompts]:
+        # The count and the few shown, not a copy of every open prompt (O(open) under
+        # the hub's lock, at every refresh).
+        open_count = world.hub.stats().open
+        prompts = Text(f"open prompts: {open_count}")
+        first = world.hub.pending(limit=self._max_prompts)
+        for agent_id, request in first:
             prompts.append(f"\n  {request.id} ({agent_id}): {request.prompt[:60]}")
-        if len(pending) > self._max_prompts:
-            prompts.append(f"\n  ... and {len(pending) - self._max_prompts} more")
+        if open_count > len(first):
+            prompts.append(f"\n  ... and {open_count - len(first)} more")
         lines = list(world.streams.latest_lines().items())[-self._max_prompts :]
         streaming = Text("latest model lines:" if lines else "")
         for agent_id, line in lines:

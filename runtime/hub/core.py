@@ -16,6 +16,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 from time import monotonic
 from typing import TypeAlias
 
@@ -178,10 +179,21 @@ class HubCore:
         with self._lock:
             return list(self._open.values())
 
-    def pending(self) -> list[tuple[str, InteractionRequest]]:
-        """Return ``(agent_id, request)`` for every open request, in opening order."""
+    def pending(self, limit: int | None = None) -> list[tuple[str, InteractionRequest]]:
+        """Return ``(agent_id, request)`` for every open request, in opening order, or for
+        the first ``limit`` of them (a view that shows a few of 100k open prompts need not
+        copy them all under the hub's lock: ~12 ms at 100k; ``stats().open`` counts them).
+
+        Raises:
+            ConfigError: ``limit`` is not an integer >= 0.
+        """
+        if limit is not None and (limit.__class__ is not int or limit < 0):
+            raise ConfigError(f"`limit` must be an integer >= 0 or None, got {shown(limit)}")
         with self._lock:
-            return [(e.agent_id, e.request) for e in self._open.values()]
+            opened = self._open.values()
+            if limit is not None:
+                return [(e.agent_id, e.request) for e in islice(opened, limit)]
+            return [(e.agent_id, e.request) for e in opened]
 
     def try_request(self, request_id: str) -> tuple[str, InteractionRequest] | None:
         """Return ``(agent_id, request)`` for the open request ``request_id``, else None."""

@@ -108,6 +108,34 @@ def test_a_prompt_is_answered_through_the_hub():
     assert hub.stats() == HubStats(opened=1, answered=1, cancelled=0, expired=0, open=0)
 
 
+def test_pending_with_a_limit_lists_the_first_open_prompts_in_opening_order():
+    hub = InteractionHub(clock=ManualClock())
+    for n in range(5):
+        hub.open(f"a{n}", text(f"q{n}"))
+    hub.cancel("q1")
+    assert hub.pending(limit=2) == [("a0", text("q0")), ("a2", text("q2"))]
+    assert hub.pending(limit=0) == []
+    assert (
+        hub.pending(limit=10)
+        == hub.pending()
+        == [
+            ("a0", text("q0")),
+            ("a2", text("q2")),
+            ("a3", text("q3")),
+            ("a4", text("q4")),
+        ]
+    )
+
+
+@pytest.mark.parametrize("limit", [-1, 2.0, "3", True])
+def test_an_unusable_pending_limit_is_refused_naming_it(limit: object):
+    hub = InteractionHub(clock=ManualClock())
+    with pytest.raises(
+        ConfigError, match=f"`limit` must be an integer >= 0 or None, got {limit!r}"
+    ):
+        hub.pending(limit=limit)  # type: ignore[arg-type]
+
+
 def test_a_request_or_response_of_the_wrong_type_is_refused_naming_it():
     recorder = Recorder()
     hub = InteractionHub(clock=ManualClock(), listener=recorder)
