@@ -286,7 +286,7 @@ def rebuild(
 
 def _close(executor: Executor | ToolBackend | None) -> None:
     # A backend handed over is ours to close (idempotent); a bare executor is borrowed.
-    if isinstance(executor, ToolBackend):
+    if executor is not None and isinstance(executor, ToolBackend):  # None: no Protocol walk
         executor.close()
 
 

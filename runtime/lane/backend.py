@@ -111,7 +111,13 @@ def take_tool_executor(
     Raises:
         ConfigError: there is an executor and ``tools`` has a ``local_only`` tool.
     """
-    backend, executor = (given, given.executor) if isinstance(given, ToolBackend) else (None, given)
+    # None (the usual case) is no backend: asked first, since a runtime-checkable
+    # Protocol's isinstance walks its members in Python (~19 us at every World made).
+    backend, executor = (
+        (given, given.executor)
+        if given is not None and isinstance(given, ToolBackend)
+        else (None, given)
+    )
     local = [name for name in tools.names() if getattr(tools.try_get(name), "local_only", False)]
     if executor is not None and local:
         if backend is not None:

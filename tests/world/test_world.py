@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import time
 
@@ -1029,3 +1030,33 @@ def test_a_host_timer_closing_the_world_ends_run_until_idle(make_world):
     assert world.closed and ran == world.tick_count
     assert world.now == 1.0  # the tick at the timer's time was the last
     assert esper.current_world == "default" and world.name not in esper.list_worlds()
+
+
+class _OwnClock:
+    """A clock of the host's own: a `Clock` by its members alone."""
+
+    virtual = True
+
+    def now(self) -> float:
+        return 0.0
+
+
+def test_a_world_with_tickworks_clocks_and_no_executor_is_made_without_protocol_checks():
+    # A runtime-checkable Protocol's isinstance walks the protocol's members in Python
+    # (~17-19 us each, two per World); tickwork's own clocks and the absent executor pass
+    # without it. A clock of the host's own is still checked by its members.
+    walked: list[str] = []
+
+    def hook(frame: object, event: str, _arg: object) -> None:
+        if event == "call" and frame.f_code.co_name == "_get_protocol_attrs":  # type: ignore[attr-defined]
+            walked.append(frame.f_back.f_code.co_name)  # type: ignore[attr-defined]
+
+    sys.setprofile(hook)
+    try:
+        World(seed=1).close()
+        World(clock=ManualClock()).close()
+    finally:
+        sys.setprofile(None)
+    assert walked == []
+    with World(clock=_OwnClock()) as world:
+        assert world.now == 0.0
