@@ -110,16 +110,6 @@ class DeadlineHeap:
             self._heap_max = -math.inf
         return first
 
-    def pop(self) -> None:
-        """Remove the top item (right after ``top`` returned it)."""
-        fifo, items = self._fifo, self._items
-        if fifo and (not items or fifo[0].deadline <= items[0][0]):  # type: ignore[operator]
-            fifo.popleft()
-        else:
-            heapq.heappop(items)
-            if not items:
-                self._heap_max = -math.inf
-
     def forget(self, opened: PromptOpened) -> None:
         """``opened`` just left the open set: drop its item now if it is at a front (the
         common case, prompts answered in the order they opened), else compact when stale

@@ -91,10 +91,9 @@ class InteractionHub(HubCore):
         waiter = _Waiter()
         opened = self._open_entry(agent_id, request, waiter)
         self._nudge()
-        request_id = opened.request.id
 
         def withdraw(_token: CancelToken) -> None:
-            self.cancel(request_id)
+            self._settle_opened(opened, _CANCELLED)
 
         if cancel is not None:
             # Added after the prompt is open: a token that fired in between runs `withdraw`
@@ -105,7 +104,7 @@ class InteractionHub(HubCore):
         except BaseException:
             # The asker is gone (interrupted), so nobody could receive an answer: leave no
             # orphaned prompt behind.
-            self.cancel(request_id)
+            self._settle_opened(opened, _CANCELLED)
             raise
         finally:
             if cancel is not None:
@@ -166,7 +165,9 @@ class InteractionHub(HubCore):
         expired: list[str] = []
         with self._lock:
             while (top := deadlines.top()) is not None and top.deadline <= now:  # type: ignore[operator]
-                deadlines.pop()
+                # `_settle` drops the item (at the front: `forget`'s first case) after the
+                # clock's read, its one step that may raise: a clock that raises leaves the
+                # prompt open with its deadline still queued, due at the next look.
                 self._settle(top.request.id, _EXPIRED, None)
                 expired.append(top.request.id)
         if expired:
@@ -196,10 +197,18 @@ class InteractionHub(HubCore):
 
         Raises:
             DuplicateRequestError: a request with this id is already open.
-            ConfigError: ``request`` has no id.
+            ConfigError: ``request`` has no id, or ``deadline`` is not a finite number
+                (None is no deadline; an infinite one would hide every deadline from
+                ``next_deadline``, a NaN one would misorder them).
         """
         if not request.id:
             raise ConfigError("`request.id` must name the request to reopen, got ''")
+        if deadline is not None and not (
+            isinstance(deadline, (int, float)) and math.isfinite(deadline)
+        ):
+            raise ConfigError(
+                f"`deadline` of {request.id!r} must be a finite time or None, got {deadline!r}"
+            )
         with self._lock:
             if request.id in self._open:
                 raise DuplicateRequestError(f"request id {request.id!r} is already open")
@@ -224,16 +233,18 @@ class InteractionHub(HubCore):
                 # (`timeout_secs=1e300`) waits, it does not raise OverflowError.
                 while not event.wait(min(_LONGEST_WAIT, max(0.0, deadline - self._now()))):
                     if self._now() >= deadline:
-                        self._expire(opened)
+                        self._settle_opened(opened, _EXPIRED)
                         break
         assert waiter.settled is not None
         return waiter.settled
 
-    def _expire(self, opened: PromptOpened) -> None:
-        """Expire ``opened`` if it is still the open request with its id (an answer may
-        have won)."""
+    def _settle_opened(self, opened: PromptOpened, how: Settlement) -> None:
+        """Settle ``opened`` (``how``: expired, or cancelled by its asker) if it is still
+        the open request with its id: an answer may have won, and a newer request may
+        have reused the id since, which is not the asker's to settle (an ask's cancel
+        token firing between its wait's end and its callback's removal withdrew it)."""
         with self._lock:
             if self._open.get(opened.request.id) is not opened:
                 return
-            self._settle(opened.request.id, _EXPIRED, None)
+            self._settle(opened.request.id, how, None)
         self._nudge()

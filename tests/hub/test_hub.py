@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import settings
@@ -24,9 +25,10 @@ from components.interaction import (
     Settlement,
     response_approved,
 )
+from runtime.cancel import CancelToken
 from runtime.clock import ManualClock, MonotonicClock
 from runtime.errors import ConfigError, DuplicateRequestError
-from runtime.hub import HubEvent, HubStats, InteractionHub
+from runtime.hub import HubEvent, HubStats, InteractionHub, interaction_hub
 from runtime.lane import parking
 from runtime.wake import Wake
 
@@ -698,6 +700,16 @@ def test_a_reopened_past_deadline_lowers_the_floor_so_it_expires():
     assert hub.next_deadline() == 110.0
 
 
+@pytest.mark.parametrize("deadline", [math.inf, -math.inf, math.nan, "50"])
+def test_a_reopen_with_a_deadline_that_is_no_time_is_refused_naming_it(deadline: object):
+    hub = InteractionHub(clock=ManualClock(100.0), timeout_secs=10)
+    with pytest.raises(
+        ConfigError, match=f"`deadline` of 'old' must be a finite time or None, got {deadline!r}"
+    ):
+        hub.reopen("b", text("old"), 0.0, deadline)  # type: ignore[arg-type]
+    assert hub.pending() == [] and hub.next_deadline() is None
+
+
 def test_expire_due_settles_every_overdue_request_earliest_deadline_first():
     clock = ManualClock()
     hub = InteractionHub(clock=clock, timeout_secs=10)
@@ -874,6 +886,64 @@ def test_an_error_while_one_request_is_handled_leaves_the_hub_serving_the_others
         ("opened", "b-free_text-1", None),
         ("settled", "a1", Settlement.CANCELLED),
         ("settled", "b-free_text-1", Settlement.ANSWERED),
+    ]
+
+
+def test_a_clock_that_fails_while_expiring_leaves_the_prompt_due_at_the_next_look():
+    clock = FlakyClock()
+    hub = InteractionHub(clock=clock, timeout_secs=10)
+    hub.open("a", text("a1"))
+    clock.advance(10)
+    clock.fail_next = True
+    with pytest.raises(RuntimeError, match="clock broke"):
+        hub.expire_due(10.0)
+    # Nothing changed: still open, its deadline still queued (it was dropped before the
+    # clock's read, and the prompt could never expire).
+    assert hub.pending() == [("a", text("a1"))]
+    assert hub.next_deadline() == 10.0
+    assert hub.expire_due(10.0) == ["a1"]
+    assert hub.stats() == HubStats(opened=1, answered=0, cancelled=0, expired=1, open=0)
+
+
+def test_an_asks_token_firing_after_its_prompt_settled_leaves_a_newer_prompt_of_that_id(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # The asker's wait has returned (answered) but its withdraw callback is still on the
+    # token; another agent opens a prompt with the same id; then the token fires. The
+    # withdraw is the asker's own prompt's, not whatever holds its id now.
+    woke, go_on = threading.Event(), threading.Event()
+    real_off_lane = parking.off_lane
+
+    @contextlib.contextmanager
+    def held_after_the_wait() -> Iterator[None]:
+        with real_off_lane():
+            yield
+        woke.set()
+        assert go_on.wait(WAIT)
+
+    monkeypatch.setattr(interaction_hub, "off_lane", held_after_the_wait)
+    recorder = Recorder()
+    hub = InteractionHub(clock=ManualClock(), timeout_secs=0, listener=recorder)
+    token = CancelToken()
+    responses: list[InteractionResponse] = []
+    asker = threading.Thread(
+        target=lambda: responses.append(hub.ask("a", text("q", "first?"), cancel=token))
+    )
+    asker.start()
+    recorder.wait_opened("q")
+    assert hub.answer(InteractionResponse.text("q", "yes"))
+    assert woke.wait(WAIT)
+    hub.open("b", text("q", "second, another agent's"))
+    token.cancel("a's job cancelled")
+    go_on.set()
+    asker.join(WAIT)
+    assert not asker.is_alive()
+    assert [r.value for r in responses] == ["yes"]
+    assert hub.pending() == [("b", text("q", "second, another agent's"))]
+    assert recorder.summary() == [
+        ("opened", "q", None),
+        ("settled", "q", Settlement.ANSWERED),
+        ("opened", "q", None),
     ]
 
 
