@@ -70,6 +70,7 @@ class HostAPI:
     _journal: Any
     _stages: list[str]
     _host_ids: Iterator[int]
+    _reconfigured: int  # see `TickMachine._reconfigured`
 
     # Provided by `World`.
     def _check_open(self) -> None:
@@ -160,6 +161,7 @@ class HostAPI:
                 return
             host.systems.append((gap, system))
             esper.add_processor(system, priority)
+            self._reconfigured += 1  # a skip under way stops: it runs from the next tick
 
     def add_action(
         self, action_type: type, handler: Callable[[SystemContext, str, Any], object]

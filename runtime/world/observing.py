@@ -39,6 +39,7 @@ class Observing:
     _probe: Probe | None
     _tick_probe: Probe | None  # those of `_probes` that want `ticked` (see `_set_probe`)
     _recorder: MetricsRecorder | None
+    _reconfigured: int  # see `TickMachine._reconfigured`
 
     def counts(self) -> dict[StatusKind, int]:
         raise NotImplementedError
@@ -73,6 +74,7 @@ class Observing:
         with self._lock:
             if every_tick:
                 self._observers = [*self._observers, fn]
+                self._reconfigured += 1  # a skip under way stops: this one sees each tick
             else:
                 self._input_observers = [*self._input_observers, fn]
 
@@ -120,6 +122,7 @@ class Observing:
         probes = self._probes
         self._probe = fanout(probes)
         self._tick_probe = fanout([p for p in probes if not ignores_ticks(p)])
+        self._reconfigured += 1  # a skip under way stops (see `TickMachine._reconfigured`)
 
     def record_metrics(self) -> None:
         """Start filling the histograms and token counts of ``metrics()`` (idempotent).
@@ -129,6 +132,7 @@ class Observing:
         with self._lock:
             if self._recorder is None:
                 self._recorder = MetricsRecorder()
+                self._reconfigured += 1  # a skip under way stops: metrics see each tick
 
     def metrics(self) -> WorldMetrics:
         """A snapshot of the world's figures between two ticks (see `WorldMetrics`).

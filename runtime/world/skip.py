@@ -33,6 +33,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import esper
@@ -121,6 +122,13 @@ def _take_other(state: WorldState, rec: Any, action: Any, next_ready: dict[int, 
     return True
 
 
+def pipeline_order(systems: Sequence[tuple[int, Any]]) -> list[Any]:
+    """Host systems ``(gap, system)`` in the order the pipeline runs them (by place, in the
+    order added within one): the order a skipped tick asks their ``run_if`` in, as the
+    whole pipeline asks each at its turn (one may read what an earlier one changes)."""
+    return [system for _gap, system in sorted(systems, key=itemgetter(0))]
+
+
 class SkipAhead:
     """The fast path of ``run_until_idle`` (mixed into `World`); see the module docstring."""
 
@@ -144,6 +152,7 @@ class SkipAhead:
     _pipeline: list[Any]  # the built-in systems, in order (host systems are esper's)
     _stages: list[str]
     _close_after_tick: float | None  # `close()` asked for during a tick (`World.close`)
+    _reconfigured: int  # bumped by whatever a skipped run took as given (`TickMachine`)
 
     # Provided by `TickMachine`.
     def _in_esper(self) -> Any:
@@ -228,7 +237,14 @@ class SkipAhead:
         return sent, self._host.take_errors()
 
     def _wake_run(  # noqa: PLR0915 - the skip's inner loop, kept flat
-        self, now: float, room: int, limit: float, flags: Any, deferring: bool, until: float
+        self,
+        now: float,
+        room: int,
+        limit: float,
+        flags: Any,
+        deferring: bool,
+        until: float,
+        changes: int,
     ) -> tuple[int, float, bool]:
         """Wake and step the sleepers due at ``now`` (a tick ``_skip_ahead`` has begun,
         with nothing queued and every host system idle and placed before the step), then
@@ -251,7 +267,9 @@ class SkipAhead:
         systems are asked at each tick it begins, in order (every stage before them is
         idle there); when one has work, that tick is left begun for the caller to run
         whole. A live sleep entry's turn is SLEEPING with nothing to send but a hold's
-        value (see `WorldState.sleep_buckets`).
+        value (see `WorldState.sleep_buckets`). Host code that changes what the run took as
+        given (``_reconfigured`` moved past ``changes``: an observer, a probe, metrics, a
+        host system, a close asked for) or moves the clock stops it at that tick's end.
 
         Returns the ticks run (or begun) after the first, the time now, and whether the
         last of them is begun but not run.
@@ -263,8 +281,7 @@ class SkipAhead:
         pop, push, pushpop = heapq.heappop, heapq.heappush, heapq.heappushpop
         held, dirty, next_ready = state.held, state.dirty, state.ready
         arrived, timer_heap = self._inbox._arrived, self._timers._heap
-        observers = self._observers
-        systems = [system for _gap, system in self._host.systems]
+        systems = pipeline_order(self._host.systems)
         step_actions = state.step_actions
         finished, keep = state.finished, state.keep_finished
         paused, sleep = StatusKind.PAUSED, Sleep
@@ -426,10 +443,9 @@ class SkipAhead:
                             tick >= tick_until
                             or arrived
                             or timer_heap
-                            or observers
                             or (deferring and flags.pending)
-                            or self._probe is not None
-                            or self._recorder is not None
+                            or self._reconfigured != changes
+                            or clock._now is not now  # host code moved it
                         ):
                             break
                         # The next deadline: the last new one pushed as it is popped (one
@@ -572,9 +588,9 @@ class SkipAhead:
                             )
                         )
                     )
-                    and not (arrived or timer_heap or observers or (deferring and flags.pending))
-                    and self._probe is None
-                    and self._recorder is None
+                    and not (arrived or timer_heap or (deferring and flags.pending))
+                    and self._reconfigured == changes
+                    and clock._now is now
                     and heap
                     and now < (deadline := heap[0]) < limit
                 ):
@@ -625,9 +641,8 @@ class SkipAhead:
                     or arrived
                     or (deferring and flags.pending)
                     or timer_heap
-                    or observers
-                    or self._probe is not None
-                    or self._recorder is not None
+                    or self._reconfigured != changes
+                    or clock._now is not now
                 )
                 if more >= clock_at and not halt:
                     clock_at = more + 64
@@ -706,6 +721,11 @@ class SkipAhead:
         state = self._state
         clock = self.clock
         assert isinstance(clock, ManualClock)
+        # What the run takes as given from here (see `_reconfigured`); a watcher that came
+        # since the caller looked (`_unwatched`, another thread) stops it before it begins.
+        changes = self._reconfigured
+        if self._observers or self._probe is not None or self._recorder is not None:
+            return 0, False
         limit = self._skip_limit(clock.now())
         if limit is None:
             return 0, False
@@ -714,7 +734,7 @@ class SkipAhead:
         step = self._pipeline[self._stages.index("step_behaviors")]
         host = self._host
         hosted = len(host.systems)
-        systems = [system for _gap, system in host.systems]
+        systems = pipeline_order(host.systems)
         # Host systems that all run before the step can be asked at the start of a tick
         # whose only work is the due sleepers (every stage before them is idle then).
         step_gap = self._stages.index("step_behaviors")
@@ -825,7 +845,7 @@ class SkipAhead:
                             # the wake-ups after it while they only sleep again), and the
                             # stages after it only if it queued something for them.
                             more, now, begun = self._wake_run(
-                                now, budget - ran, limit, flags, deferring, until
+                                now, budget - ran, limit, flags, deferring, until, changes
                             )
                             ran += more
                             if state.to_dispatch or state.prompt_changed:
@@ -846,7 +866,7 @@ class SkipAhead:
                                 if len(host.systems) != hosted:  # a timer added one: it
                                     before, after = self._lean_pipeline()  # runs from now
                                     hosted = len(host.systems)
-                                    systems = [system for _gap, system in host.systems]
+                                    systems = pipeline_order(host.systems)
                                     early = all(g <= step_gap for g, _s in host.systems)
                             esper.clear_dead_entities()  # what esper.process does first
                             sent, errors = self._run_stages(before, mirror, after)
@@ -878,6 +898,8 @@ class SkipAhead:
                             or self._recorder is not None
                             or len(host.systems) != hosted
                             or self._close_after_tick is not None  # host code closed it
+                            or self._reconfigured != changes  # or watches it now
+                            or clock._now is not now  # host code moved the clock
                         ):
                             return ran, moving or sent
                         if (

@@ -96,6 +96,11 @@ class TickMachine:
     # `close()`'s timeout when it was called during a tick: the tick closes the world once
     # it is over (None: not asked).
     _close_after_tick: float | None = None
+    # Bumped whenever host code changes what a virtual-time skip takes as given for its run
+    # (`runtime.world.skip`): an every-tick observer, a probe or metrics recorder, a host
+    # system, a close asked for during a tick. A run that began before stops at its next
+    # tick's end and hands back to the whole pipeline.
+    _reconfigured = 0
     # The tick the journal failed to record and why: no later tick may run (see `_record`).
     _journal_failed: tuple[int, Exception] | None = None
     _pipeline: list[Any]  # the built-in systems, in pipeline order

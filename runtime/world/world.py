@@ -346,6 +346,7 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         check_timeout(timeout)
         if self._lock._is_owned():  # type: ignore[attr-defined]  # (C RLock's own check)
             self._close_after_tick = timeout  # `TickMachine.tick` closes once it is over
+            self._reconfigured += 1  # and a skip under way stops at this tick's end
             return
         self._close_now(timeout)
 
