@@ -39,6 +39,19 @@ def _run(world: World) -> dict[str, Any]:
     return {"ticks": ticks, "tick_count": world.tick_count, "now": world.now}
 
 
+def _changing(change: Callable[[], object]) -> Callable[[Any], Generator[Any, Any, None]]:
+    """A behaviour that sleeps a second, calls ``change`` (host code in the tick), then
+    sleeps four more seconds."""
+
+    def sleeper(turn: Any) -> Generator[Any, Any, None]:
+        yield Sleep(1.0)
+        change()
+        for _ in range(4):
+            yield Sleep(1.0)
+
+    return sleeper
+
+
 @pytest.mark.parametrize("mover", ["behaviour", "timer"])
 def test_a_clock_moved_by_host_code_mid_run_is_not_moved_back(mover: str) -> None:
     def scenario(world: World, watched: bool) -> dict[str, Any]:
@@ -78,14 +91,7 @@ def test_an_observer_added_by_a_behaviour_sees_every_tick_after() -> None:
         def late(report: TickReport, inputs: list[tuple[int, object]]) -> None:
             seen.append((report.tick, report.now))
 
-        def sleeper(turn: Any) -> Generator[Any, Any, str]:
-            yield Sleep(1.0)
-            world.observe(late)
-            for _ in range(4):
-                yield Sleep(1.0)
-            return "ok"
-
-        world.spawn(sleeper)
+        world.spawn(_changing(lambda: world.observe(late)))
         return {**_run(world), "seen": seen}
 
     whole, skipped = _both(scenario)
@@ -97,14 +103,9 @@ def test_a_system_added_by_a_behaviour_runs_from_the_next_tick() -> None:
     def scenario(world: World, watched: bool) -> dict[str, Any]:
         calls: list[tuple[int, float]] = []
 
-        def sleeper(turn: Any) -> Generator[Any, Any, str]:
-            yield Sleep(1.0)
-            world.add_system(lambda ctx: calls.append((ctx.tick, ctx.now)))
-            for _ in range(4):
-                yield Sleep(1.0)
-            return "ok"
-
-        world.spawn(sleeper)
+        world.spawn(
+            _changing(lambda: world.add_system(lambda ctx: calls.append((ctx.tick, ctx.now))))
+        )
         return {**_run(world), "calls": calls}
 
     whole, skipped = _both(scenario)
