@@ -237,19 +237,22 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
         d["agent_id"],
         d["batch_id"],
         tuple([build_result(r["call_id"], _unoutput(r), r["error"]) for r in d["results"]]),
-        float(d["elapsed"]),
+        float(_finite(d["elapsed"])),
         d.get("error"),  # absent in journals written before outcomes had one
     ),
     "prompt_opened": lambda d: PromptOpened(
-        d["agent_id"], _unrequest(d["request"]), d["at"], d["deadline"]
+        d["agent_id"],
+        _unrequest(d["request"]),
+        _finite(d["at"]),
+        None if d["deadline"] is None else _finite(d["deadline"]),
     ),
     "prompt_settled": lambda d: PromptSettled(
         d["agent_id"],
         d["request_id"],
         Settlement(d["how"]),
         _unresponse(d["response"]),
-        d["opened_at"],
-        d["at"],
+        _finite(d["opened_at"]),
+        _finite(d["at"]),
         InteractionKind(d["kind"]),
     ),
 }
@@ -318,7 +321,9 @@ def decode_input(kind: str, payload: str) -> object:
     try:
         item = decode(_loads(payload))
         _check_shape(item)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+        # OverflowError: a number no float holds (`1e999` as an int field); RecursionError:
+        # nesting deeper than the decoder goes (a tampered file, never one tickwork wrote).
         raise JournalError(f"journal holds a malformed {kind} input: {exc}") from exc
     except _Misshapen as bad:
         where = "".join(reversed(bad.path)).replace(".[", "[")
@@ -446,12 +451,31 @@ def _check_inner(inner: Any, name: str) -> None:
         raise
 
 
-_DECODER = json.JSONDecoder()
+def _no_constant(name: str) -> float:
+    # `NaN`, `Infinity`, `-Infinity`: JSON has none, and a journal never holds one (its
+    # encoder refuses them); a decoder that took them let `"deadline": NaN` replay.
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(value: Any) -> Any:
+    """A time or duration of a journal's input as decoded, refused if it is a number no
+    clock reads: ValueError for an infinite float (`1e999` decodes to inf), OverflowError
+    for an int no float holds. Anything else is `_check_shape`'s to refuse, by its type."""
+    if value.__class__ is float:
+        if not value - value == 0.0:  # inf - inf is nan (no NaN gets here: `_no_constant`)
+            raise ValueError(f"{value!r} is not a finite number")
+    elif value.__class__ is int:
+        float(value)  # OverflowError past a float's range
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
 _scan: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def _loads(text: str) -> Any:
-    """``json.loads(text)``, in a third of its time for the text ``json.dumps`` wrote.
+    """``json.loads(text)`` refusing ``NaN`` and ``Infinity``, in a third of its time for
+    the text ``json.dumps`` wrote.
 
     The decoder's scanner reads one value from the start; ``json.loads`` adds two
     whitespace searches and a Python frame or two around it, which cost twice the scan of
@@ -462,7 +486,7 @@ def _loads(text: str) -> Any:
     try:
         value, end = _scan(text, 0)
     except StopIteration:
-        return json.loads(text)
+        return _DECODER.decode(text)
     if end != len(text):
-        return json.loads(text)
+        return _DECODER.decode(text)
     return value

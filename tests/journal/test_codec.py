@@ -95,3 +95,48 @@ def test_a_value_json_cannot_write_is_refused_naming_the_agent(bad):
     item = ToolOutcome("a7", "a7/t1/b1", (ToolResult("c1", value, None),), 0.25, None)
     with pytest.raises(JournalError, match="cannot journal the outcome input of agent 'a7'"):
         encode_input(item)
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload", "why"),
+    [
+        ("outcome", '{"agent_id": "a1", "batch_id": "b", "elapsed": NaN, "results": []}', "NaN"),
+        ("add_entity", '{"entity": Infinity, "components": []}', "Infinity"),
+        ("outcome", '{"agent_id": "a1", "batch_id": "b", "elapsed": 1e999, "results": []}', "inf"),
+        (
+            "outcome",
+            '{"agent_id": "a1", "batch_id": "b", "elapsed": 1' + "0" * 400 + ', "results": []}',
+            "int too large",
+        ),
+        ("add_entity", '{"entity": 1e999, "components": []}', "infinity"),
+        (
+            "send",
+            '{"agent_id": "a1", "message": ' + "[" * 100_000 + "]" * 100_000 + "}",
+            "recursion",
+        ),
+        ("pause", "[" * 100_000 + "]" * 100_000, "recursion"),
+    ],
+    ids=[
+        "nan",
+        "infinity",
+        "overflowing-float",
+        "overflowing-int",
+        "infinite-int",
+        "deep",
+        "deep-top",
+    ],
+)
+def test_a_number_no_clock_reads_or_nesting_past_the_decoder_is_a_journal_error(kind, payload, why):
+    # Each raised ValueError's neighbours (OverflowError, RecursionError) or decoded, though
+    # the encoder writes none of them.
+    with pytest.raises(JournalError, match=f"malformed {kind} input: .*{why}"):
+        decode_input(kind, payload)
+
+
+def test_a_prompts_deadline_that_is_no_time_is_refused():
+    opened = PromptOpened("a1", InteractionRequest.free_text("r1", "why?"), 1.0, 5.0)
+    kind, payload = encode_input(opened)
+    for bad in ("NaN", "Infinity", "-Infinity", "1e999"):
+        with pytest.raises(JournalError, match="malformed prompt_opened input"):
+            decode_input(kind, payload.replace("5.0", bad))
+    assert decode_input(kind, payload) == opened
