@@ -41,6 +41,10 @@ def make_tools() -> ToolRegistry:
         ctx.cancel.wait(float(args.get("secs", 0)))
         return {"done": args.get("n", 0)}
 
+    @tools.tool()
+    def echo(args: dict[str, Any], ctx: Any) -> Any:
+        return args["text"]
+
     return tools
 
 
@@ -114,6 +118,14 @@ def returns_unjsonable(turn: Any) -> Any:
     """Return what JSON cannot write: a tuple key, keys of mixed kinds, a 5,000-digit int."""
     yield Sleep(0)
     return {(1, 2): "pair", 1: "one", "a": Box(10**5000)}
+
+
+def splits_a_pair(turn: Any) -> Any:
+    """A tool's output and the behaviour's result holding half a surrogate pair (what a
+    streamed model reply split inside a pair gives), and an answer with the other half."""
+    results = yield CallTools(ToolCall("c1", "echo", {"text": "half \ud83d"}))
+    answer = yield Ask(InteractionRequest.free_text("", "the other half?"))
+    return [results[0].output, answer.value]
 
 
 def asks_badly(turn: Any) -> Any:

@@ -222,7 +222,7 @@ class Journal:
             if rows:
                 conn.executemany("INSERT INTO inputs VALUES (?, ?, ?, ?)", _one_by_one(rows))
             if states:
-                conn.executemany("INSERT INTO agent_states VALUES (?, ?, ?)", _one_by_one(states))
+                conn.executemany("INSERT INTO agent_states VALUES (?, ?, ?)", _storable(states))
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             _roll_back(conn)
@@ -248,6 +248,20 @@ class Journal:
 def _one_by_one(rows: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
     for row in rows:  # noqa: UP028 (`yield from` runs in C, where no signal handler runs)
         yield row
+
+
+def _storable(rows: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    # `_one_by_one` for agent states, whose text may hold a lone surrogate (a streamed
+    # model reply split inside a pair): SQLite takes no such str, so that text goes in as
+    # its `surrogatepass` bytes, which `json.loads` reads back as the same str.
+    for tick, agent_id, text in rows:
+        if not text.isascii():
+            try:
+                text.encode()
+            except UnicodeEncodeError:
+                yield tick, agent_id, text.encode("utf-8", "surrogatepass")
+                continue
+        yield tick, agent_id, text
 
 
 def _roll_back(conn: sqlite3.Connection) -> None:

@@ -193,7 +193,10 @@ def chain_history(previous: bytes, entry: Entry) -> bytes:
         text = "[" + encode_basestring(role) + "," + encode_basestring(content) + "]"
     else:
         text = canonical([role, content])
-    h.update(text.encode())
+    try:
+        h.update(text.encode())
+    except UnicodeEncodeError:  # see `text_digest`
+        h.update(text.encode("utf-8", "surrogatepass"))
     return h.digest()
 
 
@@ -309,8 +312,18 @@ def _strict(value: Any) -> str:
 
 
 def text_digest(text: str) -> int:
-    """The blake2b digest of a canonical text, as an integer."""
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=16).digest(), "big")
+    """The blake2b digest of a canonical text, as an integer.
+
+    A text holding a lone surrogate (a model's streamed reply split inside a pair, a
+    person's escaped answer: Python keeps each half as a code point) hashes through
+    ``surrogatepass``, so the tick does not fail; any other text hashes to the bytes
+    ``encode()`` gives, as it always did (the try costs nothing when nothing raises).
+    """
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "big")
 
 
 def agent_digest(fields: dict[str, Any]) -> int:

@@ -148,6 +148,33 @@ def test_replay_of_any_recorded_script_matches_tick_for_tick(
     assert report.ticks == world.tick_count
 
 
+def test_a_run_holding_half_a_surrogate_pair_is_journaled_and_replays(tmp_path):
+    # Its digest text and history hash it through `surrogatepass`, SQLite stores its state
+    # as bytes: the tick failed with UnicodeEncodeError, journal or digest tracked.
+    path = tmp_path / "pair.db"
+    world = World(
+        clock=ManualClock(),
+        tools=jb.make_tools(),
+        journal=Journal.create(path),
+        interaction_timeout_secs=0,
+    )
+    try:
+        agent = world.spawn(jb.splits_a_pair)
+        world.run_until_idle(timeout=10.0)
+        (request,) = [r for _a, r in world.hub.pending()]
+        world.hub.answer(InteractionResponse.text(request.id, "\ude00 other"))
+        world.run_until_idle(timeout=10.0)
+        assert world.result(agent) == ["half \ud83d", "\ude00 other"]
+        ticks = world.tick_count
+    finally:
+        world.close()
+    report = replay(path)  # every tick's digest compared with the recording's
+    assert report.ticks == report.recorded_ticks == ticks
+    with JournalReader(path) as reader:
+        last, _at = reader.states_until(ticks)
+    assert last[agent]["result"] == ["half \ud83d", "\ude00 other"]
+
+
 def test_digests_do_not_depend_on_the_hash_seed(tmp_path):
     path = tmp_path / "run.db"
     script = [("tick", 0), ("answer", 0), ("interrupt", 1), ("send", 1)] * 5

@@ -13,7 +13,7 @@ def test_a_tick_cut_by_ctrl_c_while_written_is_rolled_back(tmp_path, monkeypatch
     journal.begin({"seed": 0})
     changed = [(f"a{i}", {"status": "idle", "n": i}) for i in range(100)]
     journal.record_tick(1, 0.0, [], "d1", changed)
-    real = store._one_by_one
+    real = store._storable  # the agent states' rows, one by one
 
     def cut(rows):
         for index, row in enumerate(real(rows)):
@@ -21,7 +21,7 @@ def test_a_tick_cut_by_ctrl_c_while_written_is_rolled_back(tmp_path, monkeypatch
                 raise KeyboardInterrupt  # Ctrl-C between two rows of a big tick
             yield row
 
-    monkeypatch.setattr(store, "_one_by_one", cut)
+    monkeypatch.setattr(store, "_storable", cut)
     with pytest.raises(KeyboardInterrupt):
         journal.record_tick(2, 1.0, [], "d2", changed)
     monkeypatch.undo()
@@ -31,3 +31,19 @@ def test_a_tick_cut_by_ctrl_c_while_written_is_rolled_back(tmp_path, monkeypatch
     with JournalReader(tmp_path / "j.db") as reader:
         assert [t.tick for t in reader.ticks()] == [1]  # tick 2 left nothing: no half rows
         assert reader.states_until(2)[1] == {}
+
+
+def test_an_agent_state_holding_a_lone_surrogate_is_stored_and_read_back(tmp_path):
+    # A model's reply streamed in pieces may split a surrogate pair: Python keeps each half
+    # as a code point, which SQLite takes in no str (the tick failed on it).
+    journal = Journal.create(tmp_path / "j.db")
+    journal.begin({"seed": 0})
+    text = '{"result":"half \ud83d of a pair","status":"complete"}'
+    journal.record_tick(1, 0.0, [], "d1", [("a1", text), ("a2", '{"result":"caf\u00e9"}')])
+    journal.close()
+    with JournalReader(tmp_path / "j.db") as reader:
+        last, _at = reader.states_until(1)
+    assert last == {
+        "a1": {"result": "half \ud83d of a pair", "status": "complete"},
+        "a2": {"result": "caf\u00e9"},
+    }
