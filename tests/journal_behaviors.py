@@ -128,6 +128,20 @@ def splits_a_pair(turn: Any) -> Any:
     return [results[0].output, answer.value]
 
 
+def nested(depth: int) -> Any:
+    """A list holding a list ... ``depth`` levels deep, around a 0."""
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def returns_deep(turn: Any) -> Any:
+    """Return a value nested ``turn.message`` levels deep."""
+    yield Sleep(0)
+    return nested(int(turn.message))
+
+
 def asks_badly(turn: Any) -> Any:
     """Ask with a request built by hand whose kind is a string, not an InteractionKind."""
     yield Sleep(1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
@@ -45,7 +46,12 @@ def canonical(value: Any) -> str:
     had, so digests journals hold still match.
     """
     try:
-        return "".join(_encode(value, 0))
+        text = "".join(_encode(value, 0))
+        if len(text) <= 2 * _MAX_DEPTH + 2 or not _too_deep(text, _MAX_DEPTH + 1):
+            return text
+        # Deeper than the fallback goes: written as the fallback writes it, as it is when
+        # the encoder runs out of stack (see `_too_deep`).
+        return "".join(_encode(_encodable(value, 0, [_FALLBACK_BUDGET]), 0))
     except Exception:  # also what a host's __repr__ or property raises
         try:
             return "".join(_encode(_encodable(value, 0, [_FALLBACK_BUDGET]), 0))
@@ -54,6 +60,35 @@ def canonical(value: Any) -> str:
 
 
 _MAX_DEPTH = 100
+# The text of a value's strings, so that `_too_deep` counts only brackets of its structure.
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = {ord(ch): None for ch in "0123456789.-+eEtrufalsn:, "}
+
+
+def _too_deep(text: str, levels: int) -> bool:
+    """Whether the JSON ``text`` nests more than ``levels`` brackets deep.
+
+    The C encoder writes a value nested a few hundred levels deep when the Python stack
+    it runs on has room and raises RecursionError when it has not, so its text, and the
+    digest, would depend on how deep the caller was (a replay called from a deeper frame
+    diverged from its recording). Values deeper than the fallback goes (`_MAX_DEPTH`)
+    are written by the fallback wherever they are encoded. Only a text long enough, with
+    brackets enough, is scanned (a value ``levels`` deep is ``2 * levels`` characters at
+    least): an agent's few hundred characters cost two length tests.
+    """
+    if len(text) <= 2 * levels or text.count("[") + text.count("{") <= levels:
+        return False
+    depth = 0
+    for ch in _STRINGS.sub("", text).translate(_BRACKETS):
+        if ch in "[{":
+            depth += 1
+            if depth > levels:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
 # How many values the fallback visits before it gives up on the whole: a value that holds
 # itself twice over (`a = []; a += [a, a]`) would otherwise unfold into 2**100 of them.
 _FALLBACK_BUDGET = 1_000_000
@@ -307,8 +342,12 @@ def _text(value: Any) -> str:
 
 
 def _strict(value: Any) -> str:
-    # The encoder's text of `value`, raising where `canonical` would fall back.
-    return "".join(_encode(value, 0))
+    # The encoder's text of `value`, raising where `canonical` would fall back: a field
+    # sits one level into its agent's dict, so it may nest one level less.
+    text = "".join(_encode(value, 0))
+    if len(text) > 2 * _MAX_DEPTH and _too_deep(text, _MAX_DEPTH):  # (the call, if long)
+        raise RecursionError("deeper than the digest's fallback goes")
+    return text
 
 
 def text_digest(text: str) -> int:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import random
 from collections import deque
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -263,6 +264,47 @@ def test_canonical_of_a_cycle_or_deep_nesting_is_the_fallbacks():
     for value in (cycle, deep, {"k": cycle}):
         assert canonical(value) == _canonical_as_it_was(value)
         json.loads(canonical(value))
+
+
+def _deeper(frames: int, call: Any) -> Any:
+    """``call()`` run ``frames`` Python frames deeper than here."""
+    return call() if frames == 0 else _deeper(frames - 1, call)
+
+
+def test_a_deep_value_digests_the_same_whatever_the_stack_depth_it_is_digested_at():
+    # The C encoder writes ~900 levels when the stack has room and refuses them when it
+    # has not: the text (and a replay's digest) depended on the caller's depth.
+    world = World(track_digests=True)
+    try:
+        agent = world.spawn(jb.returns_deep, "1")
+        world.tick()
+        rec = world._state.records[agent]
+        for depth in (98, 99, 100, 101, 102, 300, 900, 960, 990):
+            rec.result = jb.nested(depth)
+            texts = {
+                _deeper(frames, lambda: digest.agent_text(rec)) for frames in (0, 150, 600)
+            } | {
+                _deeper(frames, lambda: digest.canonical(digest.agent_fields(rec)))
+                for frames in (0, 150, 600)
+            }
+            assert len(texts) == 1, depth
+            (text,) = texts
+            json.loads(text)
+            assert (depth > 100) == ("<list>" in text)  # past the fallback's depth: its type
+    finally:
+        world.close()
+
+
+def test_a_run_returning_a_deep_value_replays_from_a_deeper_stack(tmp_path):
+    path = tmp_path / "deep.db"
+    world = World(clock=ManualClock(), journal=Journal.create(path))
+    try:
+        world.spawn(jb.returns_deep, "600")  # recorded with room: the encoder wrote it
+        world.run_until_idle(timeout=10.0)
+    finally:
+        world.close()
+    # 400 frames deeper the encoder has no room for 600 levels; the recording had.
+    assert replay(path).ticks == _deeper(400, lambda: replay(path)).ticks == 3
 
 
 @settings(max_examples=200, deadline=None)
