@@ -179,7 +179,13 @@ class Inbox:
 
     def put(self, item: object) -> int:
         """Queue ``item`` and return its sequence number. Safe from any thread."""
-        seq = next(self._numbers)
+        # The number is taken by the loop's FOR_ITER, not a call: the interpreter looks for
+        # signals and GIL requests after a call returns, not after FOR_ITER, so nothing runs
+        # between taking the number and the append's end. With `next()`, a Ctrl-C landing
+        # there (the host's `spawn` or `send` on the main thread) burned a number never
+        # appended, and `drain` held every later input back for good.
+        for seq in self._numbers:  # noqa: B007 - one number, see above
+            break
         self._arrived.append((seq, item))
         if self._wake is not None:
             self._wake.notify()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 
 import pytest
@@ -74,3 +75,37 @@ def test_a_drain_limit_below_one_is_refused_with_its_value():
     inbox = Inbox()
     with pytest.raises(ValueError, match="`limit` must be >= 1 or None, got 0"):
         inbox.drain(limit=0)
+
+
+class _Interrupt(Exception):
+    """What a signal handler raises (Ctrl-C's default raises KeyboardInterrupt)."""
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer (POSIX)")
+def test_an_exception_landing_inside_put_never_leaves_a_gap_that_holds_inputs_back():
+    # A Ctrl-C lands wherever the main thread is: inside `put` (a host's `spawn` or
+    # `send`), between taking a number and queueing the input under it, the number was
+    # burnt and every later input was held back for good. A timer fires every 50 µs and
+    # raises only while `put` runs.
+    inbox = Inbox()
+
+    def raise_inside_put(signum: int, frame: object) -> None:
+        if frame is not None and frame.f_code.co_name == "put":  # type: ignore[attr-defined]
+            raise _Interrupt
+
+    interrupted = 0
+    previous = signal.signal(signal.SIGALRM, raise_inside_put)
+    signal.setitimer(signal.ITIMER_REAL, 0.00005, 0.00005)
+    try:
+        for item in range(100_000):
+            try:
+                inbox.put(item)
+            except _Interrupt:
+                interrupted += 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert interrupted > 0  # the handler did land inside `put`
+    drained = inbox.drain()
+    assert len(inbox) == 0, f"{len(inbox)} inputs held back behind a lost number"
+    assert [seq for seq, _item in drained] == list(range(1, len(drained) + 1))
