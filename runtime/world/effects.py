@@ -224,6 +224,15 @@ class LiveEffects:
         for lane, jobs in by_lane.values():
             self._start_all(lane, jobs)
 
+    def _refuse(self, jobs: list[ToolJob], error: str) -> None:
+        """A closed lane refused ``jobs``: each agent gets an outcome of ``error`` for every
+        call, through the inbox (so a journal records it and a replay applies it)."""
+        for job in jobs:
+            if self._lockstep is not None:
+                self._lockstep.untrack(job)
+            results = tuple(ToolResult(call.id, error=error) for call in job.calls)
+            self._inbox.put(ToolOutcome(job.agent_id, job.batch_id, results, 0.0, error))
+
     def think(self, agent_id: str, ref: str, request: ModelRequest, cancel: CancelToken) -> None:
         model = self._models.get(request.model)
         if model is None:
@@ -306,8 +315,13 @@ class LiveEffects:
             self._submit_held(held)
 
     def _start(self, lane: ToolLane, job: ToolJob) -> None:
+        """Submit ``job`` to ``lane``; a closed lane refuses it as `_start_all` refuses a
+        tick's jobs (it failed the agent in DispatchWork instead, where a replay, which
+        starts nothing, could not fail it: one job or several, the same outcome now)."""
         try:
             lane.submit(job)
+        except LaneClosedError as exc:
+            self._refuse([job], str(exc))
         except BaseException:
             if self._lockstep is not None:
                 self._lockstep.untrack(job)
@@ -320,12 +334,7 @@ class LiveEffects:
         try:
             lane.submit_all(jobs)
         except LaneClosedError as exc:
-            error = str(exc)
-            for job in jobs:
-                if self._lockstep is not None:
-                    self._lockstep.untrack(job)
-                results = tuple(ToolResult(call.id, error=error) for call in job.calls)
-                self._inbox.put(ToolOutcome(job.agent_id, job.batch_id, results, 0.0, error))
+            self._refuse(jobs, str(exc))
         except BaseException:
             if self._lockstep is not None:
                 for job in jobs:

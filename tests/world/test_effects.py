@@ -6,6 +6,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
 from components import ToolCall, ToolResult
 from runtime import Think
 from runtime.cancel import CancelToken
@@ -78,6 +80,27 @@ def test_a_lane_closed_before_the_release_gives_each_held_job_an_error_outcome()
     assert isinstance(first, ToolOutcome)
     assert [r.call_id for r in first.results] == ["c1", "c2"]
     assert all(isinstance(r, ToolResult) and not r.ok for r in first.results)
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["unheld", "held-alone"])
+def test_a_lane_closed_before_a_single_job_gives_it_the_same_error_outcome(held: bool):
+    # One job alone (not held, or held alone) raised LaneClosedError into DispatchWork,
+    # which failed its agent where a replay, starting nothing, could not: several held
+    # jobs got outcomes through the inbox. Now each way gives the outcome.
+    tools = ToolRegistry()
+    tools.tool("noop")(lambda args, ctx: None)
+    effects, lane, inbox = _effects(tools)
+    lane.close()
+    if held:
+        effects.hold()
+    effects.run_tools("a", "a/b1", (ToolCall("c1", "noop"),), CancelToken())
+    if held:
+        effects.release()
+    (outcome,) = [item for _seq, item in inbox.drain()]
+    assert isinstance(outcome, ToolOutcome)
+    assert (outcome.agent_id, outcome.batch_id) == ("a", "a/b1")
+    assert outcome.error == "lane 'tools' is closed; job 'a/b1' refused"
+    assert [(r.call_id, r.error) for r in outcome.results] == [("c1", outcome.error)]
 
 
 def test_a_turn_of_many_model_calls_keeps_no_stream_stopper_on_its_token(make_world):
