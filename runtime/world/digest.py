@@ -47,11 +47,11 @@ def canonical(value: Any) -> str:
     """
     try:
         text = "".join(_encode(value, 0))
-        if len(text) <= 2 * _MAX_DEPTH + 2 or not _too_deep(text, _MAX_DEPTH + 1):
-            return text
-        # Deeper than the fallback goes: written as the fallback writes it, as it is when
-        # the encoder runs out of stack (see `_too_deep`).
-        return "".join(_encode(_encodable(value, 0, [_FALLBACK_BUDGET]), 0))
+        if len(text) > 2 * _MAX_DEPTH + 2 and _too_deep(text, _MAX_DEPTH + 1):
+            # Deeper than the fallback goes: written by it, as when the encoder runs out
+            # of stack (see `_too_deep`).
+            raise RecursionError("deeper than the digest's fallback goes")
+        return text
     except Exception:  # also what a host's __repr__ or property raises
         try:
             return "".join(_encode(_encodable(value, 0, [_FALLBACK_BUDGET]), 0))
@@ -62,7 +62,6 @@ def canonical(value: Any) -> str:
 _MAX_DEPTH = 100
 # The text of a value's strings, so that `_too_deep` counts only brackets of its structure.
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKETS = {ord(ch): None for ch in "0123456789.-+eEtrufalsn:, "}
 
 
 def _too_deep(text: str, levels: int) -> bool:
@@ -79,7 +78,7 @@ def _too_deep(text: str, levels: int) -> bool:
     if len(text) <= 2 * levels or text.count("[") + text.count("{") <= levels:
         return False
     depth = 0
-    for ch in _STRINGS.sub("", text).translate(_BRACKETS):
+    for ch in _STRINGS.sub("", text):
         if ch in "[{":
             depth += 1
             if depth > levels:
