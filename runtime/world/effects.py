@@ -241,15 +241,11 @@ class LiveEffects:
             self._inbox.put(ToolOutcome(agent_id, ref, (ToolResult(ref, error=error),), 0.0))
             return
         call = ToolCall(ref, f"model:{request.model}")
-        stream = self._streams.open(agent_id, ref)
-        if type(request) is ModelRequest and request.stream is None:
-            # DispatchWork built it for this call alone and nobody else holds it: it gets
-            # its stream in place (a frozen dataclass's slot, set once, before anyone can
-            # read it) instead of a second request built around it.
-            _set_request_stream(request, stream)
-        else:
-            request = dataclasses.replace(request, stream=stream)
-        run = _ModelCall(model, request, ref, stream, self._streams, self._usage, cancel)
+        # The call's stream is opened when the call starts, on its lane thread: a call
+        # that never runs (cancelled or interrupted while queued, dropped with its tick,
+        # refused by a closed lane) then leaves no stream open in the world's hub, and a
+        # queued call holds one object fewer for the collector.
+        run = _ModelCall(model, request, agent_id, ref, self._streams, self._usage, cancel)
         job = build_job(agent_id, ref, run, (call,), cancel)
         # A model call has no bound of its own here: a provider bounds its own requests.
         # Its virtual duration matters in lockstep only (a `getattr` with a default that
@@ -376,42 +372,54 @@ class _ModelCall:
     agents thinking at once made the collector walk all of them (asyncio_10k).
     """
 
-    __slots__ = ("model", "ref", "request", "stream", "streams", "token", "usage")
+    __slots__ = ("agent_id", "model", "ref", "request", "stream", "streams", "token", "usage")
 
     def __init__(
         self,
         model: Model,
         request: ModelRequest,
+        agent_id: str,
         ref: str,
-        stream: Stream,
         streams: StreamHub,
         usage: UsageMeter,
         token: CancelToken,
     ) -> None:
         self.model = model
         self.request = request
+        self.agent_id = agent_id
         self.ref = ref
-        self.stream = stream
+        self.stream: Stream | None = None  # opened as the call starts
         self.streams = streams
         self.usage = usage
         self.token = token  # the turn's token, which ``stop`` is registered on
 
     def __call__(self, cancel: CancelToken) -> Sequence[ToolResult]:
-        # Cancel (and an interrupt's token) closes the stream too, so a late delta is
-        # refused. Registered as the call starts, on the lane's thread: a queued call that
-        # is cancelled never runs (the lane abandons it), so it needs no stopper, and the
-        # tick thread, which dispatches every call, pays no lock round trip and no bound
-        # method per call (10,000 queued calls held 10,000 of them for the collector). A
-        # token that fired already runs the stopper at once. The token is the turn's,
-        # which outlives the call: `_complete` takes the stopper off again at the end.
+        # The stream is opened here, as the call starts: a call that never starts needs
+        # none. Cancel (and an interrupt's token) closes the stream too, so a late delta
+        # is refused. Registered as the call starts, on the lane's thread: a queued call
+        # that is cancelled never runs (the lane abandons it), so it needs no stopper, and
+        # the tick thread, which dispatches every call, pays no lock round trip and no
+        # bound method per call (10,000 queued calls held 10,000 of them for the
+        # collector). A token that fired already runs the stopper at once. The token is
+        # the turn's, which outlives the call: `_complete` takes the stopper off again at
+        # the end.
+        stream = self.stream = self.streams.open(self.agent_id, self.ref)
+        request = self.request
+        if type(request) is ModelRequest and request.stream is None:
+            # DispatchWork built it for this call alone and nobody else holds it: it gets
+            # its stream in place (a frozen dataclass's slot, set once, before the model
+            # reads it) instead of a second request built around it.
+            _set_request_stream(request, stream)
+        else:
+            request = dataclasses.replace(request, stream=stream)
         stop = self.stop
         token = self.token
         token.add_callback(stop)
         return _complete(
             self.model,
-            self.request,
+            request,
             self.ref,
-            self.stream,
+            stream,
             self.streams,
             self.usage,
             (token, stop),
@@ -420,7 +428,9 @@ class _ModelCall:
 
     def stop(self, _token: CancelToken) -> None:
         """The turn token fired: stop the call's stream (a later delta is refused)."""
-        self.stream.stop()
+        stream = self.stream
+        if stream is not None:
+            stream.stop()
 
 
 def _complete(

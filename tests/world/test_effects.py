@@ -269,6 +269,44 @@ def test_a_queued_model_call_puts_no_stopper_on_its_turn_token_until_it_runs(mak
     assert world.result(first) == world.result(second) == "done"
 
 
+def test_a_model_call_that_never_runs_leaves_no_stream_open(make_world):
+    # A call's stream opens as the call starts: one cancelled or interrupted while queued
+    # behind a full lane never runs, and the world's stream hub keeps nothing for it (it
+    # kept one stream per such agent, until that agent thought again).
+    running, release = threading.Event(), threading.Event()
+
+    class Gate:
+        def complete(self, request: ModelRequest, cancel: CancelToken) -> ModelReply:
+            running.set()
+            assert release.wait(WAIT), "never released"
+            return ModelReply("ok")
+
+    world = make_world(models={"default": Gate()}, inference_capacity=1, lockstep=False)
+
+    def thinker(turn):
+        yield Think("go on")
+        return "done"
+
+    first, cancelled, interrupted = (world.spawn(thinker) for _ in range(3))
+    world.tick()
+    try:
+        assert running.wait(WAIT)
+        assert world.inference_lane.stats().queued == 2
+        assert set(world.streams._open) == {first}  # the running call's alone
+        world.cancel(cancelled)
+        world.interrupt(interrupted)  # nothing streamed yet: no partial text to keep
+        world.tick()
+        wait_until(lambda: world.inference_lane.stats().queued == 0, "the queue to empty")
+    finally:
+        release.set()
+    world.run_until_idle(timeout=WAIT)
+    assert world.result(first) == "done"
+    assert world.status(cancelled).kind.value == "cancelled"
+    assert [e.role for e in world.history(interrupted)][-1] == "system"  # the marker alone
+    assert world.inference_lane.stats().abandoned == 2  # neither call ran
+    assert world.streams._open == {}
+
+
 def test_a_model_call_whose_token_fired_before_its_stopper_was_registered_is_dropped():
     # The window between the lane starting a call and its stopper going on the token: a
     # token that fired in it runs the stopper at once, so the call's reply is stale.
@@ -278,12 +316,11 @@ def test_a_model_call_whose_token_fired_before_its_stopper_was_registered_is_dro
     from runtime.world.effects import _ModelCall
 
     streams = StreamHub()
-    stream = streams.open("a1", "a1/t1/m1")
     token = CancelToken()
     token.cancel("interrupted")
-    request = ModelRequest("a1", "go on", stream=stream)
+    request = ModelRequest("a1", "go on")
     call = _ModelCall(
-        ScriptedModel(["ok"]), request, "a1/t1/m1", stream, streams, UsageMeter(), token
+        ScriptedModel(["ok"]), request, "a1", "a1/t1/m1", streams, UsageMeter(), token
     )
     try:
         call(token)
@@ -291,5 +328,7 @@ def test_a_model_call_whose_token_fired_before_its_stopper_was_registered_is_dro
         pass
     else:
         raise AssertionError("a call whose token fired first returned a reply")
+    stream = call.stream
+    assert stream is not None and stream is request.stream  # opened as the call started
     assert stream.stopped
     assert streams.stop("a1") is None  # ended: the hub forgot it
