@@ -89,15 +89,23 @@ def _storable(value: Any) -> Any:
 
 
 def _unrequest(data: dict[str, Any]) -> InteractionRequest:
+    # Values as decoded (no `str()` or `bool()` around them): `_check_shape` refuses a
+    # field of the wrong kind by name, where a coercion made `5` an id and `"no"` true.
     return InteractionRequest(
-        str(data["id"]),
+        data["id"],
         InteractionKind(data["kind"]),
-        str(data["prompt"]),
-        tuple(data["choices"]),
-        str(data["stage"]),
-        bool(data["required"]),
+        data["prompt"],
+        _choices(data["choices"]),
+        data["stage"],
+        data["required"],
         data["payload"],
     )
+
+
+def _choices(value: Any) -> tuple[str, ...]:
+    if value.__class__ is not list or any(c.__class__ is not str for c in value):
+        raise TypeError(f"a prompt's choices must be a list of strings, got {shown(value)}")
+    return tuple(value)
 
 
 def _response(response: InteractionResponse) -> dict[str, Any]:
@@ -110,9 +118,7 @@ def _response(response: InteractionResponse) -> dict[str, Any]:
 
 
 def _unresponse(data: dict[str, Any]) -> InteractionResponse:
-    return InteractionResponse(
-        str(data["request_id"]), str(data["value"]), data["choice"], data["approved"]
-    )
+    return InteractionResponse(data["request_id"], data["value"], data["choice"], data["approved"])
 
 
 def _components(components: tuple[Any, ...]) -> list[dict[str, Any]]:

@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from components import InteractionRequest, PromptOpened, ToolResult
+from components import (
+    InteractionRequest,
+    InteractionResponse,
+    PromptOpened,
+    PromptSettled,
+    Settlement,
+    ToolResult,
+)
 from runtime import JournalError
 from runtime.journal.codec import decode_input, encode_input
 from runtime.lane import ToolOutcome
@@ -140,3 +147,71 @@ def test_a_prompts_deadline_that_is_no_time_is_refused():
         with pytest.raises(JournalError, match="malformed prompt_opened input"):
             decode_input(kind, payload.replace("5.0", bad))
     assert decode_input(kind, payload) == opened
+
+
+def _settled() -> PromptSettled:
+    request = InteractionRequest.choice("r1", "which?", ("a", "b"))
+    return PromptSettled(
+        "a1",
+        "r1",
+        Settlement.ANSWERED,
+        InteractionResponse.choose("r1", 1, "b"),
+        1.0,
+        2.0,
+        request.kind,
+    )
+
+
+@pytest.mark.parametrize(
+    ("item", "edit", "message"),
+    [
+        (
+            "opened",
+            lambda d: d["request"].update(id=5),
+            "`request.id` must be a string, got 5",
+        ),
+        (
+            "opened",
+            lambda d: d["request"].update(required="no"),
+            "`request.required` must be true or false, got 'no'",
+        ),
+        (
+            "opened",
+            lambda d: d["request"].update(choices=["a", 2]),
+            "a prompt's choices must be a list of strings, got ['a', 2]",
+        ),
+        (
+            "opened",
+            lambda d: d["request"].update(prompt=None),
+            "`request.prompt` must be a string, got None",
+        ),
+        (
+            "settled",
+            lambda d: d["response"].update(value=None),
+            "`response.value` must be a string, got None",
+        ),
+        (
+            "settled",
+            lambda d: d["response"].update(request_id=["r1"]),
+            "`response.request_id` must be a string, got ['r1']",
+        ),
+        (
+            "settled",
+            lambda d: d["response"].update(approved="yes"),
+            "`response.approved` must be true or false or null, got 'yes'",
+        ),
+    ],
+    ids=["id", "required", "choices", "prompt", "value", "request-id", "approved"],
+)
+def test_a_prompts_request_or_response_of_the_wrong_kind_is_refused_not_coerced(
+    item, edit, message
+):
+    # A tampered answer of null replayed as the text "None", an id of 5 as "5", and a
+    # `required` of "no" as True: each field now stands as decoded, and is checked.
+    opened = PromptOpened("a1", InteractionRequest.choice("r1", "which?", ("a", "b")), 1.0, None)
+    value = opened if item == "opened" else _settled()
+    assert decode_input(*encode_input(value)) == value
+    kind = "prompt_opened" if item == "opened" else "prompt_settled"
+    with pytest.raises(JournalError) as caught:
+        decode_input(*_tampered(value, edit))
+    assert str(caught.value) == f"journal holds a malformed {kind} input: {message}"
