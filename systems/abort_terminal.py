@@ -32,9 +32,10 @@ class AbortTerminalWork(esper.Processor):
             rec = queue[index]
             index += 1
             kind = rec.status.kind
-            if rec.handle is not None:
-                rec.handle.interrupt(rec.status.message or _ENDED[kind])
-                rec.handle = None  # a finished agent keeps no handle or tokens
+            token = rec.token
+            if token is not None:
+                token.cancel(rec.status.message or _ENDED[kind])
+                rec.token = None  # a finished agent keeps no token
             if rec.prompts:
                 effects.cancel_prompts_of(rec.id)
             # A prompt open in the hub but not yet on the record (its PromptOpened event is

@@ -5,6 +5,7 @@ from __future__ import annotations
 import esper
 
 from components import Phase, ToolResult
+from runtime.cancel import INTERRUPTED
 from runtime.world.state import AgentRecord, PendingBatch, WorldState
 
 from .lifecycle import abandon_turn, add_history, fail, record_tool_results
@@ -38,8 +39,8 @@ class HandleInterrupts(esper.Processor):
     @staticmethod
     def _interrupt(state: WorldState, rec: AgentRecord, partial: tuple[str, str] | None) -> None:
         turn = rec.turn
-        if rec.handle is not None:
-            rec.handle.interrupt()  # cancels the model job / tool batch; kills subprocesses
+        if rec.token is not None:
+            rec.token.cancel(INTERRUPTED)  # the model job / tool batch; kills subprocesses
         pending = turn.pending
         if isinstance(pending, PendingBatch):
             for request_id in pending.approvals:

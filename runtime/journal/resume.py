@@ -36,7 +36,6 @@ from components import (
     PromptSettled,
     Settlement,
 )
-from runtime.cancel import CancelToken, InterruptHandle
 from runtime.clock import Clock, ManualClock, MonotonicClock
 from runtime.errors import ConfigError, JournalError, ScenarioError
 from runtime.journal.replay import ReplayEffects, check_behaviors, rebuild, replay_ticks
@@ -49,7 +48,8 @@ from runtime.scenario.host import install_host
 from runtime.tools import ToolRegistry
 from runtime.world import Behavior, World
 from runtime.world.effects import RESTART_ERROR, LiveEffects
-from runtime.world.state import AgentRecord, PendingBatch
+from runtime.world.state import PendingBatch
+from systems.lifecycle import turn_token
 
 __all__ = ["RESTART_ERROR", "resume"]
 
@@ -260,11 +260,11 @@ def _restart(
         if turn.phase is Phase.THINKING:
             ref, model_request = effects.thinking[rec.id]
             thinking[rec.id] = model_request.model
-            work.append(partial(live.think, rec.id, ref, model_request, _token(rec)))
+            work.append(partial(live.think, rec.id, ref, model_request, turn_token(rec)))
         elif turn.phase is Phase.AWAITING_TOOLS:
             pending: PendingBatch = turn.pending
             calls = tuple(c for c in pending.calls if c.id not in pending.results)
-            work.append(partial(live.restart_tools, rec.id, pending.ref, calls, _token(rec)))
+            work.append(partial(live.restart_tools, rec.id, pending.ref, calls, turn_token(rec)))
         elif turn.phase is Phase.AWAITING_INPUT:
             pending_input = turn.pending
             ids = (
@@ -324,9 +324,3 @@ def _seek_models(world: World, effects: ReplayEffects, thinking: dict[str, str])
         seek = getattr(world.models.get(model_name), "seek", None)
         if callable(seek):
             seek(agent_id, calls - 1 if thinking.get(agent_id) == model_name else calls)
-
-
-def _token(rec: AgentRecord) -> CancelToken:
-    if rec.handle is None:
-        rec.handle = InterruptHandle()
-    return rec.handle.token()

@@ -364,7 +364,7 @@ class SkipAhead:
                         except StopIteration as stop:
                             if not (
                                 rec._extras is None
-                                and rec.handle is None
+                                and rec.token is None
                                 and not rec.prompts
                                 and keep is None
                                 and not joiners

@@ -28,7 +28,7 @@ from components import (
     ToolResult,
     TurnState,
 )
-from runtime.cancel import InterruptHandle
+from runtime.cancel import CancelToken
 from runtime.models.base import ModelRequest
 from runtime.world.actions import Action
 from runtime.world.behaviors import BehaviorRegistry
@@ -163,13 +163,13 @@ class AgentRecord:
         "_digested",
         "_extras",
         "fn",
-        "handle",
         "id",
         "ordinal",
         "prompts",
         "result",
         "sleep_seq",
         "status",
+        "token",
         "turn",
     )
 
@@ -188,7 +188,12 @@ class AgentRecord:
         self.status: Status = comps[Status]
         self.turn: TurnState = comps[TurnState]
         self.fn = fn
-        self.handle: InterruptHandle | None = None
+        # The current turn's cancel token, made when the turn first hands out work
+        # (`turn_token`) and dropped at the next turn's start: an interrupt that landed
+        # while the agent was idle cannot eat the next turn. Fired by an interrupt, a
+        # cancel, the agent's end and the world's close. Held here, not in an
+        # `InterruptHandle`: one object fewer per agent with work in flight.
+        self.token: CancelToken | None = None
         # The rarely set extras (rng, mailbox, paused_from, holding, children, components):
         # one side object, made by the first store of a value, None until then (six slots
         # an agent that never uses them did not pay: 48 B of each record at 100k agents).

@@ -364,8 +364,8 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
                 self._lockstep.close()
             with self._lock:
                 for rec in self._state.records.values():
-                    if rec.handle is not None:
-                        rec.handle.interrupt("world closed")
+                    if rec.token is not None:
+                        rec.token.cancel("world closed")
             self.hub.close()
             self.lane.close(left())
             self.inference_lane.close(left())

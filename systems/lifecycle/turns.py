@@ -37,7 +37,7 @@ from components._members import (
     READY,
     WAITING,
 )
-from runtime.cancel import CancelToken, InterruptHandle
+from runtime.cancel import CancelToken
 from runtime.world import sigint
 from runtime.world.actions import Turn
 from runtime.world.state import AgentRecord, Hold, PendingBatch, WorldState
@@ -131,9 +131,9 @@ def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
     turn.deadline = None
     turn.pending = None
     turn.send_value = None
-    if rec.handle is not None:
-        # A fresh token per turn: an interrupt that landed while idle must not eat this one.
-        rec.handle.rearm()
+    # A fresh token per turn (made when the turn first hands out work): an interrupt that
+    # landed while idle must not eat this one.
+    rec.token = None
     probe = state.probe
     if probe is not None:
         probe.turn_started(rec)
@@ -341,7 +341,7 @@ def nothing_to_abort(queue: list[AgentRecord]) -> bool:
     cancel. Kept beside `finish`: what it checks is what that system acts on."""
     cancelled = CANCELLED
     for rec in queue:
-        if rec.handle is not None or rec.prompts:
+        if rec.token is not None or rec.prompts:
             return False
         if rec.status.kind is cancelled and rec.children:  # (`children`: a property)
             return False
@@ -426,7 +426,8 @@ def mint(rec: AgentRecord, kind: str) -> str:
 
 
 def turn_token(rec: AgentRecord) -> CancelToken:
-    """The current turn's cancel token (the interrupt handle is made on first use)."""
-    if rec.handle is None:
-        rec.handle = InterruptHandle()
-    return rec.handle.token()
+    """The current turn's cancel token, made on first use."""
+    token = rec.token
+    if token is None:
+        token = rec.token = CancelToken()
+    return token

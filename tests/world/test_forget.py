@@ -145,10 +145,10 @@ def test_a_finished_agent_keeps_no_generator_rng_handle_or_token(make_world):
     agent = world.spawn(worker, "x")
     world.tick()
     rec = world._state.records[agent]
-    token = weakref.ref(rec.handle.token())
+    token = weakref.ref(rec.token)
     world.run_until_idle(max_ticks=50, timeout=10)
     assert world.status(agent).kind is StatusKind.COMPLETE
-    assert (rec.turn.behavior, rec.rng, rec.handle, rec.mailbox) == (None, None, None, None)
+    assert (rec.turn.behavior, rec.rng, rec.token, rec.mailbox) == (None, None, None, None)
     gc.collect()
     assert token() is None
     assert frames[0]() is None  # the generator's frame is gone
