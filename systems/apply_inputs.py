@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,8 @@ from .lifecycle import create_agent, derive_status, fail, finish, queue_message
 
 __all__ = ["ApplyInputs"]
 
+log = logging.getLogger("tickwork.host")
+
 
 class ApplyInputs(esper.Processor):
     """Applies spawns, messages, pauses, resumes, cancels and notes interrupts, in sequence
@@ -38,7 +41,10 @@ class ApplyInputs(esper.Processor):
                 self._spawn(state, item)  # type: ignore[arg-type]
                 continue
             if cls is AddEntity:
-                state.host.add_entity(item.entity, item.components)  # type: ignore[attr-defined]
+                try:
+                    state.host.add_entity(item.entity, item.components)  # type: ignore[attr-defined]
+                except Exception:  # no agent to fail: the tick's other inputs go on
+                    log.exception("ApplyInputs: host entity %r was not added", item.entity)  # type: ignore[attr-defined]
                 continue
             handler = _COMMANDS.get(cls)
             if handler is None:

@@ -31,6 +31,7 @@ from runtime.scenario.load import register_scenario_behaviors
 from runtime.tools import ToolRegistry
 from runtime.world import Behavior, World
 from runtime.world.digest import agent_text
+from runtime.world.host_data import field_names
 from runtime.world.inputs import AddEntity, ComponentData, SpawnAgent
 
 __all__ = [
@@ -200,9 +201,18 @@ def replay_ticks(
     """
     inputs = 0
     total = len(recorded) if total is None else total
+    inbox = world._inbox
     for done, tick in enumerate(recorded, 1):
         if tick.tick != world.tick_count + 1:
             raise JournalError(f"journal skips from tick {world.tick_count} to {tick.tick}")
+        # What host code run again here (setup, host systems, timers, observers) posted
+        # before this tick is in the journal already, as this tick's inputs or a later
+        # one's: dropped, or a resumed world would apply it twice. What the last tick
+        # posts stays, for the live run's first tick, as it would have without the crash.
+        inbox.drain()
+        for _seq, item in tick.inputs:
+            if item.__class__ is AddEntity:  # minted by the recorded run's host code
+                world._host_id_taken(item.entity)
         changed: list[tuple[str, str]] = []
         report = world._tick(tick.inputs, tick.now, changed)
         inputs += len(tick.inputs)
@@ -317,22 +327,27 @@ def check_behaviors(world: World, recorded: list[RecordedTick]) -> None:
 
 
 def _check_components(world: World, recorded: list[RecordedTick]) -> None:
-    """Fail before replaying anything if a host component's type cannot be found."""
-    names = sorted(
-        {
-            comp.type_name
-            for tick in recorded
-            for _, item in tick.inputs
-            if isinstance(item, (SpawnAgent, AddEntity))
-            for comp in item.components
-            if isinstance(comp, ComponentData)
-        }
-    )
-    for name in names:
+    """Fail before replaying anything if a host component's type cannot be found, or its
+    fields are not the ones the journal holds (the type changed since the run)."""
+    shapes = {
+        (comp.type_name, tuple(comp.fields))
+        for tick in recorded
+        for _, item in tick.inputs
+        if isinstance(item, (SpawnAgent, AddEntity))
+        for comp in item.components
+        if isinstance(comp, ComponentData)
+    }
+    for name, held in sorted(shapes):
         try:
-            world._host.find_type(name)
+            cls = world._host.find_type(name)
         except ConfigError as exc:
             raise JournalError(f"the journal's {exc}") from None
+        fields = field_names(cls)
+        if set(held) != set(fields):
+            raise JournalError(
+                f"the journal's component {name!r} has the fields {list(held)}, the type has"
+                f" {list(fields)}: it changed since the run"
+            )
 
 
 def _explain(

@@ -35,6 +35,7 @@ from runtime.world.behaviors import import_by_name
 from runtime.world.context import PENDING, SystemContext
 from runtime.world.digest import agent_digest, canonical, combine, text_digest
 from runtime.world.host_data import (
+    build_component,
     copy_component,
     create_entity_as,
     entity_table,
@@ -197,8 +198,7 @@ class HostECS:
             # A copy: the input keeps the value it was given, which the journal encodes
             # after the tick (when systems may have changed the entity's own).
             return copy.deepcopy(comp)
-        cls = self.find_type(comp.type_name)
-        return cls(**comp.fields)
+        return build_component(self.find_type(comp.type_name), comp.fields)
 
     def find_type(self, name: str) -> type:
         """The component type called ``name`` (``module:qualname``).

@@ -7,10 +7,9 @@ this module the host's. The bookkeeping behind it is `runtime.world.host.HostECS
 from __future__ import annotations
 
 import copy
-import itertools
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -19,7 +18,7 @@ import esper
 from runtime.errors import ConfigError
 from runtime.lane.values import shown
 from runtime.world.context import SystemContext
-from runtime.world.host import HOST_IDS_START, HostECS, HostSystem
+from runtime.world.host import HostECS, HostSystem
 from runtime.world.host_data import check_components, field_names
 from runtime.world.inputs import AddEntity, Inbox
 from runtime.world.state import WorldState
@@ -69,7 +68,7 @@ class HostAPI:
     _lock: threading.RLock
     _journal: Any
     _stages: list[str]
-    _host_ids: Iterator[int]
+    _next_host_id: int  # the id `add_entity` mints next (under `_ids_lock`)
     _reconfigured: int  # see `TickMachine._reconfigured`
 
     # Provided by `World`.
@@ -113,9 +112,20 @@ class HostAPI:
         self._check_open()
         comps = self._host_components("components", components)
         with self._ids_lock:  # so that input order follows id order
-            entity = next(self._host_ids)
+            entity = self._next_host_id
+            self._next_host_id = entity + 1
             self._inbox.put(AddEntity(entity, comps))
         return entity
+
+    def _host_id_taken(self, entity: int) -> None:
+        """A replay applies ``AddEntity(entity)``: ``add_entity`` mints past it from now on.
+
+        Host code outside the ticks (which a replay does not run again) minted that id in
+        the recorded run; a resumed world must not mint it a second time.
+        """
+        with self._ids_lock:
+            if entity >= self._next_host_id:
+                self._next_host_id = entity + 1
 
     def add_system(
         self,
@@ -210,8 +220,3 @@ class HostAPI:
                 raise ConfigError(f"`types` must be classes, got {shown(cls)}")
         with self._lock:
             return self._host.query_copies(types)
-
-
-def host_id_counter() -> Iterator[int]:
-    """The counter ``add_entity`` mints ids from."""
-    return itertools.count(HOST_IDS_START)

@@ -23,6 +23,7 @@ import esper
 from runtime.errors import ConfigError
 
 __all__ = [
+    "build_component",
     "check_components",
     "copy_component",
     "create_entity_as",
@@ -52,6 +53,18 @@ def field_names(cls: type) -> tuple[str, ...]:
     if names is None:
         names = _field_names[cls] = tuple(f.name for f in fields(cls))
     return names
+
+
+def build_component(cls: type, values: dict[str, Any]) -> Any:
+    """A ``cls`` instance holding ``values`` (a journal's fields, every one present), built
+    as `copy_component` builds its copies: without ``__init__`` or ``__post_init__``. A
+    field with ``init=False`` is in the journal but no argument, an ``InitVar`` is an
+    argument but not in the journal, and a ``__post_init__`` ran when the live value was
+    made: calling ``cls(**values)`` refused the first two and ran the third twice."""
+    obj: Any = object.__new__(cls)
+    for name in field_names(cls):
+        object.__setattr__(obj, name, values[name])
+    return obj
 
 
 def type_name(cls: type) -> str:

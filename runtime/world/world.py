@@ -38,8 +38,8 @@ from runtime.world.actions import Behavior
 from runtime.world.agent_api import AgentAPI
 from runtime.world.behaviors import GLOBAL_BEHAVIORS, BehaviorRegistry
 from runtime.world.effects import LiveEffects
-from runtime.world.host import HostECS
-from runtime.world.host_api import HostAPI, builtin_priority, host_id_counter, stage_name
+from runtime.world.host import HOST_IDS_START, HostECS
+from runtime.world.host_api import HostAPI, builtin_priority, stage_name
 from runtime.world.inputs import (
     Inbox,
 )
@@ -216,7 +216,7 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         # ever handed out cost ~38 B an agent).
         self._pending_ids: dict[str, None] = {}
         self._spawned = 0
-        self._host_ids = host_id_counter()
+        self._next_host_id = HOST_IDS_START
         self._closed = False
         self._digest_total = 0
         self._journal = journal

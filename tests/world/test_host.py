@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 
 import esper
@@ -13,6 +13,7 @@ from runtime import (
     PENDING,
     ConfigError,
     Journal,
+    JournalError,
     ManualClock,
     ReplayDivergence,
     Sleep,
@@ -20,7 +21,9 @@ from runtime import (
     SystemContext,
     World,
     replay,
+    resume,
 )
+from runtime.world.host import HOST_IDS_START
 from tests.conftest import wait_for
 
 
@@ -546,3 +549,136 @@ def test_a_system_added_by_a_system_runs_from_the_next_tick_and_once_a_tick(make
     else:
         expected = rest[0] + [*rest[1], late[0], *rest[2], late[1]]
     assert ran == expected
+
+
+@dataclass
+class Rock:
+    weight: int
+
+
+def echo(turn):
+    return turn.message
+    yield
+
+
+def poke_setup(world: World) -> None:
+    def poke(ctx: SystemContext) -> None:
+        if ctx.tick == 2:
+            world.send("e", "poke")  # a command from host code inside a tick
+
+    world.add_system(poke)
+
+
+def test_a_resumed_world_mints_entity_ids_past_the_runs_and_applies_its_posts_once(tmp_path):
+    # A resume replays the prefix with the host's systems again: what they posted then is
+    # in the journal already (a second copy was applied once live: a message twice), and
+    # the ids `add_entity` minted outside the ticks, which no replay mints again, are
+    # taken (the resumed world minted the first one again and its tick failed whole).
+    path = tmp_path / "run.db"
+
+    with World(seed=1, clock=ManualClock(), journal=Journal.create(path)) as world:
+        poke_setup(world)
+        world.spawn(echo, "hello", agent_id="e", interactive=True)
+        first = world.add_entity(Rock(1))
+        world.run_until_idle()
+        live = [e.content for e in world.history("e")]
+    assert live == ["hello", "poke"]
+
+    resumed = resume(path, setup=poke_setup)
+    try:
+        second = resumed.add_entity(Rock(2))
+        resumed.send("e", "again")
+        resumed.run_until_idle()
+        assert second == first + 1
+        assert resumed.query(Rock) == [(first, (Rock(1),)), (second, (Rock(2),))]
+        assert [e.content for e in resumed.history("e")] == ["hello", "poke", "again"]
+    finally:
+        resumed.close()
+    assert replay(path, setup=poke_setup).ticks == resumed.tick_count
+
+
+def test_a_system_posting_in_the_last_recorded_tick_has_its_post_applied_after_resume(
+    tmp_path,
+):
+    # The post of the journal's last tick never reached a journaled tick (the process
+    # died): the resumed world applies it, as the run would have gone on without the crash.
+    path = tmp_path / "run.db"
+
+    with World(seed=1, clock=ManualClock(), journal=Journal.create(path)) as world:
+        poke_setup(world)
+        world.spawn(echo, "hello", agent_id="e", interactive=True)
+        world.tick()
+        world.tick()  # the poke is posted here; the process "dies" before tick 3
+    resumed = resume(path, setup=poke_setup)
+    try:
+        resumed.run_until_idle()
+        assert [e.content for e in resumed.history("e")] == ["hello", "poke"]
+    finally:
+        resumed.close()
+
+
+@dataclass
+class Counted:
+    start: int
+    hits: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.hits = self.start * 10
+
+
+@dataclass
+class Scaled:
+    value: int
+    scale: InitVar[int]
+
+    def __post_init__(self, scale: int) -> None:
+        self.value *= scale
+
+
+def test_components_with_init_false_fields_or_initvars_replay_as_they_were(tmp_path):
+    # A journal's component is rebuilt from its fields without `__init__`: `cls(**fields)`
+    # refused a field with init=False, missed an InitVar and ran `__post_init__` again.
+    path = tmp_path / "run.db"
+    with World(seed=1, clock=ManualClock(), journal=Journal.create(path)) as world:
+        world.add_entity(Counted(3), Scaled(2, 10))
+        world.tick()
+        world.tick()
+        assert world.query(Counted, Scaled) == [(HOST_IDS_START, (Counted(3), Scaled(20, 1)))]
+    assert replay(path).ticks == 2
+
+
+def test_a_component_type_whose_fields_changed_since_the_run_is_named(tmp_path):
+    path = tmp_path / "run.db"
+    with World(seed=1, clock=ManualClock(), journal=Journal.create(path)) as world:
+        world.add_entity(Rock(1))
+        world.tick()
+
+    @dataclass
+    class Rock2:
+        weight: int
+        colour: str = "grey"
+
+    def renamed(world: World) -> None:
+        world._host.types[f"{__name__}:Rock"] = Rock2
+
+    with pytest.raises(
+        JournalError, match=r"fields \['weight'\], the type has \['weight', 'colour'\]"
+    ):
+        replay(path, setup=renamed)
+
+
+def test_an_entity_that_cannot_be_added_loses_no_other_input_of_its_tick(make_world, caplog):
+    # No agent to fail: the add is logged and dropped, and the tick's other inputs apply
+    # (it raised out of the tick, which lost them all and left the journal a gap).
+    from runtime.world.inputs import AddEntity
+
+    world = make_world()
+    world.spawn(echo, "hello", agent_id="e", interactive=True)
+    world.tick()
+    entity = world.add_entity(Rock(1))
+    world._inbox.put(AddEntity(entity, (Rock(2),)))  # the same id again
+    world.send("e", "after")
+    world.tick()
+    assert world.query(Rock) == [(entity, (Rock(1),))]
+    assert [e.content for e in world.history("e")] == ["hello", "after"]
+    assert f"host entity {entity} was not added" in caplog.text
