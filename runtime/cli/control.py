@@ -9,10 +9,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from runtime.cli.view import escape_control
 from runtime.control import ControlClient
 from runtime.errors import ConfigError, ControlError
+from runtime.scenario.check import escape_controls
 
 __all__ = ["add_control_commands"]
 
@@ -85,7 +86,7 @@ def cmd_ps(args: argparse.Namespace) -> int:
             detail = _short(agent["result"])
         if agent["id"] in waiting:
             detail = f"prompt {waiting[agent['id']]}"
-        table.add_row(agent["id"], agent["status"], detail)
+        table.add_row(_cell(agent["id"]), _cell(agent["status"]), _cell(detail))
     console = Console()
     console.print(table)
     console.print(
@@ -94,6 +95,13 @@ def cmd_ps(args: argparse.Namespace) -> int:
         highlight=False,
     )
     return 0
+
+
+def _cell(value: str) -> Text:
+    """A table cell of text from the world (an answer, a prompt, a model's reply): shown
+    as it is, never read as rich markup (``[/x]`` raised, ``[link=...]`` vanished), its
+    control characters and lone surrogates escaped (never written raw to a terminal)."""
+    return Text(escape_controls(value))
 
 
 def _short(value: Any, width: int = 60) -> str:
@@ -126,8 +134,9 @@ def _list_prompts(prompts: list[dict[str, Any]], as_json: bool) -> int:
         return 0
     table = Table("ID", "AGENT", "KIND", "PROMPT", box=None, pad_edge=False)
     for p in prompts:
-        choices = "".join(f"\n  {n}: {c}" for n, c in enumerate(p["choices"]))
-        table.add_row(p["id"], p["agent"], p["kind"], p["prompt"] + choices)
+        choices = "".join(f"\n  {n}: {escape_controls(c)}" for n, c in enumerate(p["choices"]))
+        prompt = Text(escape_controls(p["prompt"]) + choices)
+        table.add_row(_cell(p["id"]), _cell(p["agent"]), _cell(p["kind"]), prompt)
     Console().print(table)
     return 0
 
@@ -152,7 +161,12 @@ def _answer_fields(prompt: dict[str, Any], args: argparse.Namespace) -> dict[str
     if args.approve or args.deny:
         if kind not in ("confirm", "tool_approval"):
             raise ConfigError(f"{where} is not a yes/no question: --approve and --deny do not fit")
-        return {"approved": bool(args.approve), "value": value or ""}
+        approved = bool(args.approve)
+        said = None if value is None else value.lower()
+        if said is not None and said in _YES + _NO and (said in _YES) != approved:
+            flag = "--approve" if approved else "--deny"
+            raise ConfigError(f"VALUE {value!r} and {flag} disagree for {where}: give one")
+        return {"approved": approved, "value": value or ""}
     if args.choice is not None:
         choices = prompt["choices"]
         if kind != "choice":
@@ -175,7 +189,14 @@ def _answer_fields(prompt: dict[str, Any], args: argparse.Namespace) -> dict[str
     if prompt["kind"] == "choice":
         if value in prompt["choices"]:
             return {"choice": prompt["choices"].index(value), "value": value}
-        if value.isdigit() and int(value) < len(prompt["choices"]):
+        # Short ASCII digits only: `isdigit` takes '²' and '①', and `int` refuses those
+        # and 4,300 digits or more.
+        if (
+            value.isascii()
+            and value.isdigit()
+            and len(value) < 10
+            and int(value) < len(prompt["choices"])
+        ):
             return {"choice": int(value)}
         choices = ", ".join(repr(c) for c in prompt["choices"])
         raise ConfigError(f"{value!r} is not one of the choices of {prompt['id']!r}: {choices}")
@@ -209,7 +230,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(event), flush=True)
             elif event.get("event") == "delta":
-                text = escape_control(str(event.get("text", "")))
+                text = escape_controls(str(event.get("text", "")))
                 print(f"{'':>11}  {'delta':<16} {event.get('agent_id')}: {text}", flush=True)
             elif event.get("event") == "input":
                 data = event["data"]

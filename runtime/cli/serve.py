@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import threading
 import time
@@ -17,9 +18,10 @@ from runtime.cli.run import (
     print_summary,
     signals_set,
 )
-from runtime.cli.view import RunStats, escape_controls, summarize
+from runtime.cli.view import RunStats, summarize
 from runtime.control import ControlServer, StateDir, default_state_dir
 from runtime.scenario import Operator, Scenario, build_world, load_scenario, spawn_agents
+from runtime.scenario.check import escape_controls
 from runtime.world import TickReport, World
 
 __all__ = ["cmd_serve", "serve_world"]
@@ -130,7 +132,8 @@ def serve_world(
             op = scenario.operator
             Operator(world, delay=op.delay, policy=op.policy, text=op.text)
         if not args.quiet:
-            _PromptPrinter(world, f" --state-dir {args.state_dir}" if args.state_dir else "")
+            where = f" --state-dir {shlex.quote(args.state_dir)}" if args.state_dir else ""
+            _PromptPrinter(world, where)  # the hint pastes as it is, spaces and all
         server = ControlServer(world, state, stats=stats.snapshot)
         server.start()
         if _prompts_expire_at_once(scenario):

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from components import PromptOpened, PromptSettled, Settlement, StatusKind
 from runtime.lane import BackendInfo, ToolOutcome
+from runtime.scenario.check import escape_controls
 from runtime.world import TickReport, World
 
 __all__ = ["Latency", "LiveView", "RunStats", "Summary", "render_summary", "summarize"]
@@ -232,14 +233,6 @@ SHOWN_ERRORS = 5
 """Agent errors the summary shows (``--json`` has them all)."""
 
 
-def escape_controls(text: str) -> str:
-    """``text`` with control characters shown as escapes (never sent raw to a terminal)."""
-    return "".join(
-        ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
-        for ch in text
-    )
-
-
 class LiveView:
     """A rich renderable of a running world, re-read from the world at every refresh."""
 
@@ -299,7 +292,7 @@ class LiveView:
         lines = list(world.streams.latest_lines().items())[-self._max_prompts :]
         streaming = Text("latest model lines:" if lines else "")
         for agent_id, line in lines:
-            streaming.append(f"\n  {agent_id}: {escape_control(line)[:70]}")
+            streaming.append(f"\n  {agent_id}: {escape_controls(line)[:70]}")
         elapsed = time.monotonic() - self._started
         head = Text(
             f"{done}/{total} agents done · tick {world.tick_count} · "
@@ -345,8 +338,3 @@ def _duration(secs: float | None) -> str:
     if secs < 1.0:
         return f"{secs * 1000:.1f} ms"
     return f"{secs:.2f} s"
-
-
-def escape_control(text: str) -> str:
-    """``text`` with control characters shown escaped, never written raw to a terminal."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)

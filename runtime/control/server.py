@@ -142,22 +142,25 @@ class ControlServer:
 
     def close(self) -> None:
         """Stop serving: close every connection, remove the socket and token, drop the lock."""
-        if self._closing.is_set():
-            return
-        self._closing.set()
+        with self._clients_lock:
+            # Set under the lock the accept loop registers a connection under: a connection
+            # is in the snapshot below, or the loop sees the flag and closes it.
+            if self._closing.is_set():
+                return
+            self._closing.set()
+            clients, subscribers = list(self._clients), list(self._subscribers)
+            threads = list(self._threads)
         self.world.unobserve(self._on_tick)
         self.world.streams.remove_hook(self._on_delta)
-        with self._clients_lock:
-            clients, subscribers = list(self._clients), list(self._subscribers)
         for sub in subscribers:
             sub.push({"event": "closed"})  # its stream thread sends it, then hangs up
         streaming = {sub.conn for sub in subscribers}
         listener = [self._listener] if self._listener is not None else []
         shut([*listener, *(conn for conn in clients if conn not in streaming)])
-        for thread in self._threads:
+        for thread in threads:
             thread.join(timeout=2)
         shut(clients)  # a subscriber too slow to take its last event
-        for thread in self._threads:
+        for thread in threads:
             thread.join(timeout=2)
         self._release()
 
@@ -193,22 +196,26 @@ class ControlServer:
                 log.exception("control socket accept failed")
                 continue
             conn.settimeout(self.idle_timeout)
+            thread = threading.Thread(
+                target=self._serve_client, args=(conn,), name="tickwork-client", daemon=True
+            )
             with self._clients_lock:
+                if self._closing.is_set():  # accepted as close() took its snapshot
+                    conn.close()
+                    return
                 self.accepted += 1
                 evicted = self._make_room()
                 if evicted is not FULL:
                     self._clients[conn] = time.monotonic()
+                    # Started under the lock: close() joins only started threads.
+                    self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+                    thread.start()
             if evicted is FULL:
                 send_quietly(conn, error_reply("busy", f"too many clients (at most {MAX_CLIENTS})"))
                 conn.close()
                 continue
             if isinstance(evicted, socket.socket):
                 shut([evicted])  # its thread wakes, sees the hang-up and exits
-            thread = threading.Thread(
-                target=self._serve_client, args=(conn,), name="tickwork-client", daemon=True
-            )
-            thread.start()
-            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
 
     def _make_room(self) -> socket.socket | object | None:
         """Free a slot if all are taken (call with ``_clients_lock`` held).
@@ -233,8 +240,8 @@ class ControlServer:
                     self._count_refused()
                     send(conn, error_reply(line.code, line.message))
                     return
-                if not self._set_waiting(conn, None):
-                    return  # evicted meanwhile
+                if not self._set_waiting(conn, None) or self._closing.is_set():
+                    return  # evicted meanwhile, or the server is closing: no more requests
                 reply, then = self._handle(line)
                 if not reply["ok"]:
                     self._count_refused()

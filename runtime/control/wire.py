@@ -65,13 +65,28 @@ class Subscriber:
 
 
 def hung_up(conn: socket.socket) -> bool:
-    """Whether the client at ``conn`` has closed its end (without reading anything)."""
+    """Whether the client at a subscription's ``conn`` has closed its end, without waiting.
+
+    What the client sent since it subscribed is read and dropped (a stream takes no more
+    requests): peeked at instead, a byte it wrote hid its end for good, and its slot was
+    never freed. The socket is non-blocking for the check: ``MSG_DONTWAIT`` on a socket
+    with a timeout waits that timeout (CPython polls for it first), which made a quiet
+    stream look hung up and held its events back meanwhile.
+    """
+    timeout = conn.gettimeout()
+    conn.settimeout(0.0)
     try:
-        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        # Bounded: a client that writes without end still gets its events.
+        return any(not conn.recv(65536) for _ in range(_DRAIN_READS))
     except BlockingIOError:
-        return False
+        return False  # nothing more to read: still there
     except OSError:
         return True
+    finally:
+        conn.settimeout(timeout)
+
+
+_DRAIN_READS = 16
 
 
 class Dropped:

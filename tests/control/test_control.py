@@ -410,3 +410,89 @@ def test_an_agent_whose_result_json_refuses_is_listed_by_its_repr_or_type(state)
         server.close()
         world.close()
     assert agents == {"pairs": "{(1, 2): 'pair'}", "huge": "<list>"}
+
+
+def test_hung_up_tells_a_quiet_subscriber_from_a_gone_one_without_waiting():
+    # A stream checks its client every half second with no event: the check must not
+    # wait for the socket's timeout (a quiet watcher looked gone after it, and its
+    # events were held back meanwhile), and a client that wrote something before it
+    # left must read as gone (a peek saw the byte and never its end: a slot held for good).
+    import time
+
+    from runtime.control.wire import hung_up
+
+    ours, theirs = socket.socketpair()
+    try:
+        ours.settimeout(5.0)
+        started = time.monotonic()
+        assert hung_up(ours) is False
+        assert time.monotonic() - started < 2.5  # not the 5 s timeout
+        assert ours.gettimeout() == 5.0
+        theirs.sendall(b"bye\n")
+        assert hung_up(ours) is False  # still there: what it wrote is read and dropped
+        theirs.sendall(b"more\n")
+        theirs.close()
+        assert hung_up(ours) is True
+    finally:
+        ours.close()
+
+
+def test_a_connection_accepted_while_the_server_closes_never_acts(state):
+    # close() took its snapshot of the connections outside the lock the accept loop
+    # registers one under: a connection accepted in between was never shut, and its
+    # request acted on the world after close() had returned.
+    accepted, proceed, listener_shut = threading.Event(), threading.Event(), threading.Event()
+
+    class Gated:
+        def __init__(self, sock: socket.socket) -> None:
+            self.sock = sock
+
+        def accept(self):
+            conn, addr = self.sock.accept()
+            accepted.set()
+            assert proceed.wait(10), "never let through"
+            return conn, addr
+
+        def shutdown(self, how: int) -> None:
+            listener_shut.set()  # close() has taken its snapshot by now
+            self.sock.shutdown(how)
+
+        def __getattr__(self, name: str):
+            return getattr(self.sock, name)
+
+    class GatedServer(ControlServer):
+        def _bind(self):
+            return Gated(super()._bind())
+
+    world = World(seed=1)
+    world.spawn(sleeper, agent_id="sleeper")
+    server = GatedServer(world, state)
+    server.start()
+    client = socket.socket(socket.AF_UNIX)
+    closer = threading.Thread(target=server.close)
+    try:
+        client.settimeout(10)
+        client.connect(str(state / "control.sock"))
+        token = (state / "token").read_text().strip()
+        request = {"token": token, "op": "send", "agent": "sleeper", "text": "after close"}
+        client.sendall(json.dumps(request).encode() + b"\n")
+        assert accepted.wait(10)
+        closer.start()
+        assert listener_shut.wait(10)
+        proceed.set()
+        closer.join(10)
+        assert not closer.is_alive()
+        try:
+            got = client.recv(65536)
+        except ConnectionResetError:  # closed with the request unread
+            got = b""
+        assert got == b""  # no reply, and nothing done
+        world.tick()
+        assert [e.content for e in world.history("sleeper")] == []
+    finally:
+        proceed.set()
+        client.close()
+        if closer.is_alive():
+            closer.join(10)
+        server.close()
+        world.close()
