@@ -49,10 +49,14 @@ def make_client(timeout: float, provider: str) -> httpx.Client:
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every secret (an API key) blotted out."""
+    """``text`` with every secret (an API key) blotted out, also as a ``repr`` shows it
+    (an error quoting the header's bytes writes a CR as the two characters ``\\r``)."""
     for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
+        if not secret:
+            continue
+        for form in {secret, repr(secret)[1:-1], repr(secret.encode("utf-8", "replace"))[2:-1]}:
+            if form:
+                text = text.replace(form, "[redacted]")
     return text
 
 
@@ -96,13 +100,22 @@ def open_events(
                 yield ((sse.event or "message", sse.data) for sse in source.iter_sse())
             finally:
                 cancel.remove_callback(closer.on_cancel)
-    except (httpx.TransportError, httpx.StreamError, SSEError) as exc:
+                # Before the response goes back to the pool: a stop after this (the
+                # stream keeps its closers) must not shut the socket of the request the
+                # pool hands the connection to next, another agent's.
+                closer.disarm()
+    except (httpx.TransportError, httpx.StreamError, httpx.DecodingError, SSEError) as exc:
         if stopped():
             raise Cancelled(cancel.reason or "interrupted by user") from None
         if isinstance(exc, SSEError):
             raise ProviderError(provider, f"not an event stream: {exc}") from None
+        if isinstance(exc, httpx.DecodingError):  # a body its content-encoding does not fit
+            message = redact(f"the response could not be decoded: {exc}", secrets)
+            raise ProviderError(provider, message) from None
+        # A local protocol error (a header this side cannot send) fails every attempt alike.
+        retryable = not isinstance(exc, httpx.LocalProtocolError)
         message = redact(f"connection failed: {type(exc).__name__}: {exc}", secrets)
-        raise ProviderError(provider, message.rstrip(": "), retryable=True) from None
+        raise ProviderError(provider, message.rstrip(": "), retryable=retryable) from None
     if stopped():
         raise Cancelled(cancel.reason or "interrupted by user")
 
@@ -127,17 +140,23 @@ class _Closer:
     def on_cancel(self, _token: CancelToken) -> None:
         self()
 
+    def disarm(self) -> None:
+        """The call is done with its response: from now on the closer does nothing. Waits
+        for a shutdown in progress, so none lands after the connection is reused."""
+        with self._lock:
+            self._done = True
+
     def __call__(self) -> None:
         with self._lock:
             if self._done:
                 return
             self._done = True
-        stream = self._response.extensions.get("network_stream")
-        sock = None if stream is None else stream.get_extra_info("socket")
-        if isinstance(sock, socket.socket):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            return
+            stream = self._response.extensions.get("network_stream")
+            sock = None if stream is None else stream.get_extra_info("socket")
+            if isinstance(sock, socket.socket):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)  # under the lock: see `disarm`
+                return
         with contextlib.suppress(Exception):
             self._response.close()
 
@@ -192,7 +211,7 @@ def _retry_after(headers: httpx.Headers) -> float | None:
         return max(0.0, seconds) if math.isfinite(seconds) else None
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # a year past datetime's range
         return None
     if when.tzinfo is None:  # "-0000" in the date: RFC 5322's UTC of unknown origin
         when = when.replace(tzinfo=datetime.UTC)

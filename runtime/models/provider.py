@@ -186,6 +186,8 @@ class HttpProvider:
             data = ""
             try:
                 for event, data in events:
+                    if not data:
+                        continue  # no data (an `id:` or `retry:` alone): SSE dispatches none
                     if reader.feed(event, data):
                         done = True
                         break
@@ -217,9 +219,30 @@ class HttpProvider:
             return self._client
 
     def _key(self) -> str | None:
+        """The API key, without the whitespace around it (a ``.env`` file with CRLF line
+        ends leaves a CR on it).
+
+        Raises:
+            ProviderError: the key holds a character a header cannot carry (the message
+                names where the key comes from, never the key); not retried.
+        """
+        key: str | None
         if self._api_key is not None:
-            return self._api_key
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+            key, where = self._api_key, "`api_key`"
+        elif self.api_key_env:
+            key, where = os.environ.get(self.api_key_env), f"${self.api_key_env}"
+        else:
+            return None
+        if key is None:
+            return None
+        key = key.strip()
+        if not (key.isascii() and key.isprintable()):
+            raise ProviderError(
+                self.provider,
+                f"the API key in {where} holds a control or non-ASCII character, which no"
+                " HTTP header carries: check its value",
+            )
+        return key
 
     def _url(self) -> str:
         raise NotImplementedError

@@ -184,6 +184,7 @@ class StubServer:
                             "headers": dict(self.headers),
                             "body": body,
                             "at": time.monotonic(),
+                            "peer": self.client_address[1],  # one port per connection
                         }
                     )
                     stub.arrived.notify_all()

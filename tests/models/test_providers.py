@@ -715,3 +715,78 @@ def test_a_server_that_streams_no_usage_gets_it_counted(openai_server):
     reply = model.complete(ModelRequest("a1", "x" * 10), CancelToken())
     # one token per content delta; the prompt's 10 characters at four to a token
     assert reply.usage == Usage(3, 3)
+
+
+def test_a_stream_stopped_after_its_call_leaves_the_pooled_connection_alone(
+    openai_server, virtual_sleep
+):
+    # Each attempt put a closer on the call's stream and none took it off: a stop after
+    # the attempt's response went back to the pool (an interrupt during the retry's
+    # wait, or of a later attempt) shut that pooled connection, which another agent's
+    # call may be streaming on by then (it died with "peer closed connection").
+    from runtime.models import Stream
+
+    openai_server.script(error(503, "busy"), error(503, "busy"), openai_text("ok"))
+    model = OpenAIChat(
+        "m", base_url=openai_server.url, api_key=KEY, sleep=virtual_sleep, max_retries=1
+    )
+    stream = Stream("a1")
+    with pytest.raises(ProviderError, match="503"):
+        model.complete(ModelRequest("a1", "hi", stream=stream), CancelToken())
+    assert stream.stop() == ""  # both attempts' closers run now
+    reply = model.complete(ModelRequest("a2", "hi"), CancelToken())
+    assert reply.text == "ok"
+    first, second, third = (r["peer"] for r in openai_server.requests)
+    assert first == second == third  # the kept-alive connection, not shut under the pool
+
+
+def test_an_api_key_with_a_control_character_is_named_not_sent_or_shown(openai_server, monkeypatch):
+    # A CRLF `.env` left a CR on the key: the header failed on this side, the error
+    # (retried as a connection failure) quoted the key's bytes past `redact`, and so did
+    # the log and the journal. The whitespace around a key is dropped; what remains must
+    # be printable ASCII, or the call fails naming where the key comes from.
+    monkeypatch.setenv("TW_TEST_KEY", KEY + "\r")
+    openai_server.script(openai_text("ok"))
+    model = OpenAIChat("m", base_url=openai_server.url, api_key_env="TW_TEST_KEY")
+    assert model.complete(ModelRequest("a1", "hi"), CancelToken()).text == "ok"
+    assert openai_server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
+    monkeypatch.setenv("TW_TEST_KEY", KEY[:8] + "\x1b" + KEY[8:])
+    with pytest.raises(ProviderError) as caught:
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+    assert "$TW_TEST_KEY holds a control or non-ASCII character" in str(caught.value)
+    assert KEY[:8] not in str(caught.value) and len(openai_server.requests) == 1
+
+
+def test_redact_blots_a_key_also_as_a_repr_writes_it():
+    from runtime.models.http import redact
+
+    key = "sk-live-0123\r"
+    shown = f"Illegal header value b'Bearer {key!r}'".replace("'sk", "sk")
+    assert "sk-live" not in redact(shown, [key])
+    assert "sk-live" not in redact(f"header {key.encode()!r}", [key])
+
+
+def test_sse_events_without_data_are_not_handed_to_the_reader(openai_server):
+    # A `retry:` or `id:` line alone makes httpx-sse yield an event with empty data, which
+    # the SSE spec does not dispatch; the readers took it for a malformed chunk.
+    frames = openai_text("Hello", " world")
+    openai_server.script(("retry: 3000\n\n", "id: 1\n\n", *frames))
+    model = OpenAIChat("m", base_url=openai_server.url, api_key=KEY)
+    assert model.complete(ModelRequest("a1", "hi"), CancelToken()).text == "Hello world"
+
+
+def test_a_body_its_encoding_does_not_fit_and_an_overflowing_retry_date_are_provider_errors(
+    openai_server, virtual_sleep
+):
+    # httpx's DecodingError and the date parser's OverflowError escaped raw (a traceback
+    # in the log and an error naming neither the provider nor what was wrong).
+    from runtime.models.http import _retry_after
+
+    openai_server.script(error(503, "busy", content_encoding="gzip"))
+    model = OpenAIChat("m", base_url=openai_server.url, api_key=KEY, max_retries=0)
+    with pytest.raises(ProviderError, match="openai: the response could not be decoded"):
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+    import httpx
+
+    far = httpx.Headers({"retry-after": "Fri, 31 Dec 99999999999999999999 23:59:59 GMT"})
+    assert _retry_after(far) is None
