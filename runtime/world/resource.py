@@ -39,16 +39,17 @@ turn that returns, fails, is interrupted or is cancelled while holding gives its
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
 from dataclasses import dataclass
+from numbers import Real
 from typing import TYPE_CHECKING
 
 from components import Phase, TurnState
 from runtime.errors import ConfigError
+from runtime.lane.values import shown
 from runtime.world.context import PENDING, SystemContext
 from runtime.world.inputs import CancelAgent, InterruptAgent
-from runtime.world.resource_steps import StepRules
+from runtime.world.resource_steps import _MAX, StepRules, hold_problem, plain_name
 from runtime.world.state import AgentRecord, Hold, WorldState
 
 if TYPE_CHECKING:
@@ -114,11 +115,14 @@ class Use:
         if name.__class__ is not str and not isinstance(name, str):
             raise TypeError(f"Use takes the resource's name as a string, got {name!r}")
         kind = given.__class__
-        if not ((kind is float or kind is int) and 0 <= seconds < _INF):  # else: look why
-            if isinstance(given, bool) or not isinstance(given, int | float):
-                raise TypeError(f"Use takes the seconds as a number, got {given!r}")
-            if not 0 <= seconds < _INF:
-                raise ValueError(f"Use: `seconds` must be finite and >= 0, got {given!r}")
+        if not ((kind is float or kind is int) and 0 <= seconds <= _MAX):  # else: look why
+            if isinstance(given, bool) or not isinstance(given, Real):
+                raise TypeError(f"Use takes the seconds as a number, got {shown(given)}")
+            why = hold_problem(given)
+            if why is not None:
+                raise ValueError(f"Use: {why}")
+            if kind is not float and kind is not int:
+                seconds = float(seconds)  # numpy's, a Fraction: a float, as journals hold
         _set_used(self, resource)
         _set_seconds(self, seconds)
 
@@ -214,9 +218,9 @@ class Resource:
             raise ConfigError(f"`name` must be a non-empty string, got {name!r}")
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ConfigError(f"`capacity` must be an integer >= 1, got {capacity!r}")
-        self.name = name
+        self.name: str = plain_name(name)  # type: ignore[assignment]  # (a str, checked)
         self.capacity = capacity
-        self.counters = ResourceStats(name, capacity)  # the tick thread's own: live
+        self.counters = ResourceStats(self.name, capacity)  # the tick thread's own: live
         self.entity: int | None = None  # made by the resources' system at its first tick
         self.free = capacity
         self.queue: deque[_Claim] = deque()
@@ -417,7 +421,7 @@ class _Resources:
         return self._seq
 
     def find(self, action: Acquire | Release | Use) -> Resource:
-        name = action.resource
+        name = plain_name(action.resource)
         found = self.by_name.get(name) if isinstance(name, str) else None
         if found is None:
             known = ", ".join(sorted(map(repr, self.by_name)))
@@ -430,18 +434,17 @@ class _Resources:
     def use(self, ctx: SystemContext, agent_id: str, action: Use) -> object:
         seconds = action.seconds
         cls = seconds.__class__
-        if not ((cls is float or cls is int) and 0 <= seconds < _INF):  # else: checked
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-                raise ConfigError(f"`seconds` must be a number, got {seconds!r}")
-            if not 0 <= seconds < _INF:
-                raise ConfigError(f"`seconds` must be finite and >= 0, got {seconds!r}")
+        if not ((cls is float or cls is int) and 0 <= seconds <= _MAX):  # else: checked
+            why = hold_problem(seconds)
+            if why is not None:
+                raise ConfigError(why)
         return self.claim(ctx, agent_id, action, seconds)
 
     def claim(
         self, ctx: SystemContext, agent_id: str, action: Acquire | Use, hold: float | None
     ) -> object:
         name = action.resource
-        resource = self.by_name.get(name) if name.__class__ is str else None
+        resource = self.by_name.get(name) if name.__class__ is str else None  # else: `find`
         if resource is None:
             resource = self.find(action)  # raises, naming it
         # The agent acting: the one whose host action this is (`run_action` has blamed
@@ -517,4 +520,3 @@ def _tick_here() -> None:
 
 
 _ENDS_WAITS = (CancelAgent, InterruptAgent)
-_INF = math.inf

@@ -27,12 +27,14 @@ actions (``WorldState.journal_format``), so those journals replay as recorded.
 
 from __future__ import annotations
 
-import math
+import sys
+from numbers import Real
 from typing import TYPE_CHECKING, Any
 
 from components import StatusKind
 from components._members import AWAITING_ACTION, DONE, SLEEPING
 from runtime.errors import ConfigError
+from runtime.lane.values import shown
 from runtime.world.state import AgentRecord, WorldState
 
 if TYPE_CHECKING:
@@ -45,7 +47,32 @@ _Resources = Any
 
 __all__ = ["StepRules"]
 
-_INF = math.inf
+_MAX = sys.float_info.max  # the longest hold: past it `now + seconds` overflows
+
+
+def hold_problem(seconds: object) -> str | None:
+    """Why ``seconds`` is no hold of a `Use`, or None: it must be a real number (not a
+    bool), at least 0 and at most the largest float. A huge int passed `< inf` and then
+    overflowed `now + seconds` in whichever agent freed the slot it waited for."""
+    if isinstance(seconds, bool) or not isinstance(seconds, Real):
+        return f"`seconds` must be a number, got {shown(seconds)}"
+    finite = f"`seconds` must be finite and >= 0, got {shown(seconds)}"
+    given: Any = seconds  # a Real, which mypy's numbers stubs do not compare or convert
+    try:  # numpy's reals compare with a warning past their range: as a float
+        value = given if given.__class__ is int else float(given)
+    except OverflowError:  # an int subclass no float holds
+        return finite
+    if not 0 <= value <= _MAX:
+        return finite
+    return None
+
+
+def plain_name(name: object) -> object:
+    """A resource's name as the registry keys it: a `str` subclass (a string enum) as
+    its plain text; anything else as it is (refused as unknown)."""
+    if name.__class__ is not str and isinstance(name, str):
+        return str.__str__(name)
+    return name
 
 
 class StepRules:
@@ -66,12 +93,9 @@ class StepRules:
     def use(self, state: WorldState, rec: AgentRecord, action: Any) -> None:
         seconds = action.seconds
         cls = seconds.__class__
-        if not ((cls is float or cls is int) and 0 <= seconds < _INF):
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-                why = f"`seconds` must be a number, got {seconds!r}"
-                return self._refuse(rec, action, why)
-            if not 0 <= seconds < _INF:
-                why = f"`seconds` must be finite and >= 0, got {seconds!r}"
+        if not ((cls is float or cls is int) and 0 <= seconds <= _MAX):
+            why = hold_problem(seconds)
+            if why is not None:
                 return self._refuse(rec, action, why)
         self._claim(rec, action, seconds)
         return None
@@ -98,6 +122,8 @@ class StepRules:
     def _find(self, rec: AgentRecord, action: Any) -> Resource | None:
         name = action.resource
         registry = self.registry
+        if name.__class__ is not str:
+            name = plain_name(name)
         resource = registry.by_name.get(name) if name.__class__ is str else None
         if resource is None:
             known = ", ".join(sorted(map(repr, registry.by_name)))

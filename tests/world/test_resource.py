@@ -417,7 +417,14 @@ def test_a_cancelled_use_waiter_leaves_the_queue(make_world):
 
 @pytest.mark.parametrize(
     ("seconds", "shown"),
-    [(-1, "-1"), (float("nan"), "nan"), (float("inf"), "inf"), ("3", "'3'"), (None, "None")],
+    [
+        (-1, "-1"),
+        (float("nan"), "nan"),
+        (float("inf"), "inf"),
+        ("3", "'3'"),
+        (None, "None"),
+        (2**1100, "1358298529049385849277351428359266778..."),  # passed `< inf`, then overflowed
+    ],
 )
 def test_a_use_of_a_bad_duration_fails_that_agent_naming_the_value(make_world, seconds, shown):
     world = make_world()
@@ -538,3 +545,77 @@ def test_a_use_holder_failed_by_a_host_system_gives_its_slot_to_the_next_waiter(
     assert world.status(holder).kind is StatusKind.ERROR
     assert LOG == [(2.0, "next", "left after waiting 0")]  # granted at 1, as it queued
     assert stats.reclaimed == 1
+
+
+def test_a_hold_no_float_holds_is_refused_by_the_step_too_and_the_queue_goes_on(make_world):
+    # A `Use` built around its check (a huge int passed `< inf`) failed, inside the step
+    # of whichever agent freed the slot, that agent (or the whole skip) with an
+    # OverflowError, and left the waiter behind it waiting with the slot free.
+    from runtime.world.resource import _set_seconds, _set_used
+
+    world = make_world()
+    Resource(world, "desk", capacity=1)
+    huge = object.__new__(Use)
+    _set_used(huge, "desk")
+    _set_seconds(huge, 2**1100)
+
+    def holder(turn):
+        yield Use("desk", 1)
+
+    def big(turn):
+        yield Sleep(0.5)
+        yield huge
+
+    def later(turn):
+        yield Sleep(0.7)
+        yield Use("desk", 1)
+        return "served"
+
+    first, second, third = world.spawn(holder), world.spawn(big), world.spawn(later)
+    world.run_until_idle()
+    assert world.status(first).kind is StatusKind.COMPLETE
+    assert world.status(second).kind is StatusKind.ERROR
+    assert "got 1358298529049385849277351428359266778..." in world.status(second).message
+    assert world.result(third) == "served"
+    stats = _stats(world)
+    assert (stats.busy, stats.queued, stats.acquired, stats.released) == (0, 0, 2, 2)
+
+
+@pytest.mark.parametrize("fmt", [1, 2])
+def test_a_resource_named_by_a_string_enum_is_found_by_every_action(make_world, fmt):
+    # Format 2's step looked names up only as exact `str`s: "unknown resource 'dock'
+    # (known: 'dock')".
+    import enum
+
+    class Place(enum.StrEnum):
+        DOCK = "dock"
+
+    world = make_world()
+    world._state.journal_format = fmt
+    Resource(world, Place.DOCK, capacity=1)
+
+    def visits(turn):
+        yield Use(Place.DOCK, 1)
+        yield Acquire(Place.DOCK)
+        yield Release("dock")
+        yield Acquire("dock")
+        yield Release(Place.DOCK)
+        return "done"
+
+    agent = world.spawn(visits)
+    world.run_until_idle()
+    assert world.result(agent) == "done", world.status(agent).message
+    assert _stats(world).name == "dock" and _stats(world).name.__class__ is str
+
+
+def test_use_takes_the_real_numbers_sleep_takes_as_floats():
+    from fractions import Fraction
+
+    import numpy as np
+
+    for seconds, held in [(np.int64(3), 3.0), (np.float32(0.5), 0.5), (Fraction(1, 4), 0.25)]:
+        use = Use("dock", seconds)
+        assert use.seconds == held and use.seconds.__class__ is float
+    assert Use("dock", 3).seconds.__class__ is int  # a plain int is kept as it is
+    with pytest.raises(TypeError, match="got True"):
+        Use("dock", True)
