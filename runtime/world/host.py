@@ -31,6 +31,7 @@ import esper
 
 from components import Agent, Phase, StatusKind
 from runtime.errors import ConfigError
+from runtime.world import sigint
 from runtime.world.behaviors import import_by_name
 from runtime.world.context import PENDING, SystemContext
 from runtime.world.digest import agent_digest, canonical, combine, text_digest
@@ -97,9 +98,12 @@ class HostSystem(esper.Processor):
                         self.host.system_failed(self, answer)
                     return
             self.fn(ctx)
-        except KeyboardInterrupt:
-            raise
         except BaseException as exc:  # rule: host code never kills the tick thread
+            # A KeyboardInterrupt too, as a behaviour's or a timer's: raised again once the
+            # tick is over (`runtime.world.sigint`), not in its middle, which left the
+            # inputs applied and the tick never journaled (a gap no replay gets past).
+            if isinstance(exc, KeyboardInterrupt):
+                sigint.note_keyboard_interrupt()
             self.host.system_failed(self, exc)
         finally:
             ctx._flush()
@@ -116,9 +120,9 @@ class HostSystem(esper.Processor):
         ctx._last = None
         try:
             answer: bool | BaseException = bool(run_if(ctx))
-        except KeyboardInterrupt:
-            raise
         except BaseException as exc:  # a failure of the system, reported by `process`
+            if isinstance(exc, KeyboardInterrupt):
+                sigint.note_keyboard_interrupt()
             answer = exc
         finally:
             if ctx._ops:
@@ -132,9 +136,9 @@ class HostSystem(esper.Processor):
         assert self.run_if is not None
         try:
             answer: bool | BaseException = bool(self.run_if(self.ctx))
-        except KeyboardInterrupt:
-            raise
         except BaseException as exc:  # a failure of the system, reported by `process`
+            if isinstance(exc, KeyboardInterrupt):
+                sigint.note_keyboard_interrupt()
             answer = exc
         self._asked, self._answer = state.tick, answer
         return answer

@@ -89,13 +89,16 @@ class HostAPI:
                 values = {name: getattr(comp, name) for name in field_names(type(comp))}
                 try:
                     json_value(values)
+                    why = _changed_by_json(values, "value")
                 except NotJSON as exc:
+                    why = str(exc)
+                if why is not None:
                     # The reason names the field and the value (shortened), never the whole
                     # repr: the repr of a 5,000-digit int raises.
                     raise ConfigError(
                         f"`{arg}[{index}]` ({type(comp).__name__}) must have JSON fields when"
-                        f" the world records a journal: {exc}"
-                    ) from None
+                        f" the world records a journal: {why}"
+                    )
         # Copies: the host keeps its objects, the world its own (no sharing across threads).
         return tuple(copy.deepcopy(c) for c in comps)
 
@@ -220,3 +223,37 @@ class HostAPI:
                 raise ConfigError(f"`types` must be classes, got {shown(cls)}")
         with self._lock:
             return self._host.query_copies(types)
+
+
+def _changed_by_json(value: Any, where: str) -> str | None:
+    """Where ``value`` (JSON already) would not come back from a journal as it is, or None.
+
+    A replay rebuilds a host component from the journal's JSON: a tuple came back a list
+    (a system's ``items + ("x",)`` then raised in the replay only) and a string or int
+    enum its plain value (``mood is Mood.CALM`` false in the replay only).
+    """
+    kind = value.__class__
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return None
+    if kind is list:
+        for index, item in enumerate(value):
+            why = _changed_by_json(item, f"{where}[{index}]")
+            if why is not None:
+                return why
+        return None
+    if kind is dict:
+        for key, item in value.items():
+            if key.__class__ is not str:
+                kind_name = type(key).__name__
+                return f"{where}: the key {shown(key)} is a {kind_name}, which comes back a str"
+            why = _changed_by_json(item, f"{where}[{key!r}]")
+            if why is not None:
+                return why
+        return None
+    if kind is tuple:
+        return f"{where} is a tuple, which a journal gives back as a list: use a list"
+    plain = next(t for t in (bool, int, float, str) if isinstance(value, t))
+    return (
+        f"{where} is a {kind.__name__} ({shown(value)}), which a journal gives back as a"
+        f" plain {plain.__name__}: store its value"
+    )

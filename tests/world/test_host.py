@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import threading
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
@@ -556,6 +557,10 @@ class Rock:
     weight: int
 
 
+class Mood(enum.StrEnum):
+    CALM = "calm"
+
+
 def echo(turn):
     return turn.message
     yield
@@ -682,3 +687,52 @@ def test_an_entity_that_cannot_be_added_loses_no_other_input_of_its_tick(make_wo
     assert world.query(Rock) == [(entity, (Rock(1),))]
     assert [e.content for e in world.history("e")] == ["hello", "after"]
     assert f"host entity {entity} was not added" in caplog.text
+
+
+def test_a_host_system_raising_keyboard_interrupt_has_it_raised_after_its_tick_is_journaled(
+    tmp_path,
+):
+    # Raised through the middle of the tick, it left the tick's inputs applied and the
+    # tick unjournaled: "journal skips from tick 1 to 3" at every replay after.
+    path = tmp_path / "run.db"
+    raised: list[int] = []
+
+    def interrupts(ctx: SystemContext) -> None:
+        if ctx.tick == 2 and not raised:
+            raised.append(ctx.tick)
+            raise KeyboardInterrupt("from host code")
+
+    with World(seed=1, clock=ManualClock(), journal=Journal.create(path)) as world:
+        world.add_system(interrupts)
+        world.spawn(echo, "hello", agent_id="e", interactive=True)
+        world.tick()
+        world.send("e", "two")
+        with pytest.raises(KeyboardInterrupt):
+            world.tick()  # on the main thread: raised again once the tick is over
+        world.tick()
+        assert world.tick_count == 3
+        assert [e.content for e in world.history("e")] == ["hello", "two"]
+    assert replay(path).ticks == 3
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (("a", "x"), "value['items'] is a tuple, which a journal gives back as a list"),
+        ([1, (2,)], "value['items'][1] is a tuple"),
+        ({"k": Mood.CALM}, "value['items']['k'] is a Mood (<Mood.CALM: 'calm'>), which a journal"),
+    ],
+    ids=["tuple", "nested-tuple", "str-enum"],
+)
+def test_a_component_field_a_journal_would_give_back_changed_is_refused(tmp_path, value, why):
+    # A replay rebuilds the component from the journal's JSON: a tuple came back a list
+    # and an enum its plain value, so a correct run diverged in its replay only.
+    @dataclass
+    class Bag:
+        items: object
+
+    with World(seed=1, clock=ManualClock(), journal=Journal.create(tmp_path / "run.db")) as world:
+        with pytest.raises(ConfigError) as caught:
+            world.add_entity(Bag(value))
+        assert why in str(caught.value)
+        assert world.add_entity(Bag(["a", "x"])) == HOST_IDS_START  # a list is kept as is
