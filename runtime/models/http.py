@@ -45,7 +45,14 @@ def make_client(timeout: float, provider: str) -> httpx.Client:
         raise ConfigError(
             f"the {provider} provider needs httpx and httpx-sse: pip install 'tickwork[providers]'"
         ) from None
-    return httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
+    # No kept-alive connections: a call's closer shuts its own connection (see `_Closer`),
+    # which must never be one the pool hands to another call afterwards. A finished
+    # stream's connection was not kept anyway (a reply ends at its `[DONE]` event, before
+    # the body's end), so this costs the error replies' reuse alone.
+    return httpx.Client(
+        timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
@@ -87,11 +94,19 @@ def open_events(
 
     if stopped():
         raise Cancelled(cancel.reason or "interrupted by user")
+    # Armed before the request goes out: a stop or cancel while the server has not
+    # answered yet (the headers can take the whole read timeout) shuts the connection the
+    # trace extension hands over as it is made, so the call ends at once, not at the
+    # timeout, holding its lane meanwhile.
+    closer = _Closer()
+    cancel.add_callback(closer.on_cancel)
+    stream.on_stop(closer)
+    extensions = {"trace": closer.trace}
     try:
-        with client.stream("POST", url, headers=headers, json=body) as response:
-            closer = _Closer(response)
-            cancel.add_callback(closer.on_cancel)
-            stream.on_stop(closer)
+        with client.stream(
+            "POST", url, headers=headers, json=body, extensions=extensions
+        ) as response:
+            closer.responded(response)
             try:
                 if response.status_code >= 400:
                     response.read()
@@ -99,10 +114,9 @@ def open_events(
                 source = EventSource(response)
                 yield ((sse.event or "message", sse.data) for sse in source.iter_sse())
             finally:
-                cancel.remove_callback(closer.on_cancel)
-                # Before the response goes back to the pool: a stop after this (the
-                # stream keeps its closers) must not shut the socket of the request the
-                # pool hands the connection to next, another agent's.
+                # Before the response lets its connection go: a stop after this (the
+                # stream keeps its closers) must not reach the socket of another request
+                # (another agent's, were the connection reused).
                 closer.disarm()
     except (httpx.TransportError, httpx.StreamError, httpx.DecodingError, SSEError) as exc:
         if stopped():
@@ -116,49 +130,97 @@ def open_events(
         retryable = not isinstance(exc, httpx.LocalProtocolError)
         message = redact(f"connection failed: {type(exc).__name__}: {exc}", secrets)
         raise ProviderError(provider, message.rstrip(": "), retryable=retryable) from None
+    finally:
+        cancel.remove_callback(closer.on_cancel)
+        closer.disarm()
     if stopped():
         raise Cancelled(cancel.reason or "interrupted by user")
 
 
 class _Closer:
-    """Ends a streamed response from any thread, at once.
+    """Ends a streamed call from any thread, at once, from the moment it connects.
 
     It shuts the socket down, which wakes the reader blocked in ``recv`` (closing the fd
     would not) and tells the server; the reader's thread then closes the response itself
     as it leaves the ``with`` block. Closing the ``httpx.Response`` here as well raced that
     close inside httpcore and could hang the closing thread (the tick thread, on cancel);
     a response without a socket to reach is closed here as the only way to end it.
+
+    The socket comes from httpcore's ``trace`` extension as the connection is made
+    (`trace`), so a stop before the response's headers (a server that takes its time to
+    answer) ends the call too; a stop before the connection is made shuts it as it is
+    made. Every call connects afresh (`make_client`: no kept-alive connections), so the
+    trace always sees its socket. `disarm` ends all of it: nothing after the call is done
+    with its response reaches a socket.
     """
 
-    __slots__ = ("_done", "_lock", "_response")
+    __slots__ = ("_fired", "_lock", "_response", "_sock", "_spent")
 
-    def __init__(self, response: httpx.Response) -> None:
-        self._response = response
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._done = False
+        self._sock: socket.socket | None = None
+        self._response: httpx.Response | None = None
+        self._fired = False  # stopped or cancelled: the connection is to be shut
+        self._spent = False  # fired and acted on, or disarmed: nothing more to do
+
+    def trace(self, name: str, info: dict[str, Any]) -> None:
+        """httpcore's trace extension: keep the socket of the connection as it is made."""
+        if name != "connection.connect_tcp.complete":
+            return
+        network = info.get("return_value")
+        sock = None if network is None else network.get_extra_info("socket")
+        if not isinstance(sock, socket.socket):
+            return
+        with self._lock:
+            if self._spent:
+                return
+            self._sock = sock
+            if self._fired:  # stopped while connecting: end it now
+                self._spent = True
+                _shut(sock)
+
+    def responded(self, response: httpx.Response) -> None:
+        """The response's headers are in: it is what a stop without a socket closes."""
+        with self._lock:
+            self._response = response
+            if self._sock is None:
+                network = response.extensions.get("network_stream")
+                sock = None if network is None else network.get_extra_info("socket")
+                if isinstance(sock, socket.socket):
+                    self._sock = sock
+            late = self._fired and not self._spent and self._sock is None
+        if late:
+            self()
 
     def on_cancel(self, _token: CancelToken) -> None:
         self()
 
     def disarm(self) -> None:
         """The call is done with its response: from now on the closer does nothing. Waits
-        for a shutdown in progress, so none lands after the connection is reused."""
+        for a shutdown in progress, so none lands after the connection is let go."""
         with self._lock:
-            self._done = True
+            self._spent = True
 
     def __call__(self) -> None:
         with self._lock:
-            if self._done:
+            if self._spent:
                 return
-            self._done = True
-            stream = self._response.extensions.get("network_stream")
-            sock = None if stream is None else stream.get_extra_info("socket")
-            if isinstance(sock, socket.socket):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)  # under the lock: see `disarm`
+            self._fired = True
+            sock, response = self._sock, self._response
+            if sock is not None:
+                self._spent = True
+                _shut(sock)  # under the lock: see `disarm`
                 return
+            if response is None:
+                return  # not connected yet: `trace` shuts the connection as it is made
+            self._spent = True
         with contextlib.suppress(Exception):
-            self._response.close()
+            response.close()
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _status_error(provider: str, response: httpx.Response, secrets: Sequence[str]) -> ProviderError:

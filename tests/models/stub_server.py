@@ -26,6 +26,7 @@ class Reply:
     among them holds the stream until it is set. ``hold`` keeps the stream open after the
     frames until the client goes; ``drop`` cuts the connection after them without ending
     the body. A ``status`` of 400 or more sends ``body`` as a JSON error instead.
+    ``before`` holds the response's headers until it is set (a server slow to answer).
     """
 
     frames: tuple[Any, ...] = ()
@@ -35,6 +36,7 @@ class Reply:
     interval: float = 0.0
     hold: bool = False
     drop: bool = False
+    before: threading.Event | None = None
 
 
 def error(status: int, message: str, **headers: str) -> Reply:
@@ -217,6 +219,12 @@ class StubServer:
             )
 
     def _serve(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        if reply.before is not None:
+            deadline = time.monotonic() + 10.0
+            while not reply.before.wait(0.01) and time.monotonic() < deadline:
+                if self._client_gone(handler.connection, 0.0):
+                    handler.close_connection = True
+                    return
         if reply.status >= 400:
             data = json.dumps(reply.body).encode()
             handler.send_response(reply.status)

@@ -717,27 +717,55 @@ def test_a_server_that_streams_no_usage_gets_it_counted(openai_server):
     assert reply.usage == Usage(3, 3)
 
 
-def test_a_stream_stopped_after_its_call_leaves_the_pooled_connection_alone(
-    openai_server, virtual_sleep
-):
-    # Each attempt put a closer on the call's stream and none took it off: a stop after
-    # the attempt's response went back to the pool (an interrupt during the retry's
-    # wait, or of a later attempt) shut that pooled connection, which another agent's
-    # call may be streaming on by then (it died with "peer closed connection").
+def test_interrupting_a_retried_call_leaves_another_agents_call_streaming(openai_server):
+    # A's first attempt got a 503 and its connection went back to the pool; B's call took
+    # it and streamed; A's retry went out on a new one. Interrupting A ran every closer
+    # A's stream held, the first attempt's too, which shut B's connection: B failed with
+    # "peer closed connection" after showing "part ".
     from runtime.models import Stream
 
-    openai_server.script(error(503, "busy"), error(503, "busy"), openai_text("ok"))
-    model = OpenAIChat(
-        "m", base_url=openai_server.url, api_key=KEY, sleep=virtual_sleep, max_retries=1
+    waiting, go = threading.Event(), threading.Event()
+
+    def gated_sleep(seconds: float, cancel: CancelToken) -> None:
+        waiting.set()  # A waits to retry: B goes first
+        assert go.wait(10), "never let go"
+
+    b_hold, a_hold = threading.Event(), threading.Event()
+    openai_server.script(
+        error(503, "busy"),  # A, attempt 1
+        openai_text("part ", b_hold, "rest"),  # B
+        openai_text("late ", a_hold, "reply"),  # A, attempt 2
     )
-    stream = Stream("a1")
-    with pytest.raises(ProviderError, match="503"):
-        model.complete(ModelRequest("a1", "hi", stream=stream), CancelToken())
-    assert stream.stop() == ""  # both attempts' closers run now
-    reply = model.complete(ModelRequest("a2", "hi"), CancelToken())
-    assert reply.text == "ok"
-    first, second, third = (r["peer"] for r in openai_server.requests)
-    assert first == second == third  # the kept-alive connection, not shut under the pool
+    model = OpenAIChat(
+        "m", base_url=openai_server.url, api_key=KEY, sleep=gated_sleep, max_retries=1
+    )
+    streams = {"A": Stream("A"), "B": Stream("B")}
+    out: dict[str, str] = {}
+
+    def call(name: str) -> None:
+        try:
+            request = ModelRequest(name, "hi", stream=streams[name])
+            out[name] = model.complete(request, CancelToken()).text
+        except BaseException as exc:  # Cancelled, the interrupted call's end, too
+            out[name] = f"{type(exc).__name__}: {exc}"
+
+    a, b = threading.Thread(target=call, args=("A",)), threading.Thread(target=call, args=("B",))
+    a.start()
+    try:
+        assert waiting.wait(10)
+        b.start()
+        wait_for(lambda: streams["B"].text == "part ", what="B's first delta")
+        go.set()
+        wait_for(lambda: streams["A"].text == "late ", what="A's second attempt")
+        assert streams["A"].stop() == "late "  # the interrupt
+    finally:
+        go.set()
+        b_hold.set()
+        a_hold.set()
+        a.join(10)
+        b.join(10)
+    assert out["B"] == "part rest"
+    assert out["A"].startswith("Cancelled")
 
 
 def test_an_api_key_with_a_control_character_is_named_not_sent_or_shown(openai_server, monkeypatch):
@@ -790,3 +818,39 @@ def test_a_body_its_encoding_does_not_fit_and_an_overflowing_retry_date_are_prov
 
     far = httpx.Headers({"retry-after": "Fri, 31 Dec 99999999999999999999 23:59:59 GMT"})
     assert _retry_after(far) is None
+
+
+@pytest.mark.parametrize("how", ["cancel", "stop"])
+def test_a_call_stopped_before_the_server_answers_ends_at_once(openai_server, how):
+    # The closer came with the response: a stop while the server had not sent its
+    # headers waited out the read timeout (the call's lane thread held all along, and
+    # `world.close` with it).
+    from runtime.models import Stream
+
+    answer = threading.Event()
+    openai_server.script(Reply(frames=openai_text("never"), before=answer))
+    model = OpenAIChat("m", base_url=openai_server.url, api_key=KEY, timeout=30, max_retries=0)
+    token, stream = CancelToken(), Stream("a1")
+    ended: list[str] = []
+
+    def call() -> None:
+        try:
+            model.complete(ModelRequest("a1", "hi", stream=stream), token)
+            ended.append("replied")
+        except BaseException as exc:  # Cancelled
+            ended.append(type(exc).__name__)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        openai_server.wait_requests(1)
+        started = time.monotonic()
+        token.cancel("interrupted") if how == "cancel" else stream.stop()
+        caller.join(10)
+        assert not caller.is_alive(), "the call waited for the server's answer"
+        assert time.monotonic() - started < 10  # not the 30 s read timeout
+        assert ended == ["Cancelled"]
+        assert openai_server.closed.wait(10)  # and the server saw the connection go
+    finally:
+        answer.set()
+        caller.join(10)
