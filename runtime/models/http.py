@@ -109,8 +109,8 @@ def open_events(
             closer.responded(response)
             try:
                 if response.status_code >= 400:
-                    response.read()
-                    raise _status_error(provider, response, secrets)
+                    text = _error_body(response, client.timeout.read)
+                    raise _status_error(provider, response, text, secrets)
                 source = EventSource(response)
                 yield ((sse.event or "message", sse.data) for sse in source.iter_sse())
             finally:
@@ -223,9 +223,36 @@ def _shut(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
-def _status_error(provider: str, response: httpx.Response, secrets: Sequence[str]) -> ProviderError:
+_ERROR_BODY = 64 * 1024  # what an error's message is read from, at most
+
+
+def _error_body(response: httpx.Response, timeout: float | None) -> str:
+    """The start of an error response's body, read within ``timeout`` seconds in all.
+
+    An error's message is in its first bytes; ``response.read()`` read the whole body, and
+    httpx's timeout bounds each read, not all of them: a body trickling a byte a second
+    never ended the call.
+    """
+    deadline = time.monotonic() + (60.0 if timeout is None else timeout)
+    parts: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= _ERROR_BODY or time.monotonic() > deadline:
+            break
+    data = b"".join(parts)[:_ERROR_BODY]
+    try:
+        return data.decode(response.encoding or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        return data.decode("utf-8", errors="replace")
+
+
+def _status_error(
+    provider: str, response: httpx.Response, text: str, secrets: Sequence[str]
+) -> ProviderError:
     status = response.status_code
-    message = _provider_message(response) or response.reason_phrase or "no message"
+    message = _provider_message(text) or response.reason_phrase or "no message"
     if status == 401:
         message += " (check the API key's environment variable)"
     return ProviderError(
@@ -237,8 +264,7 @@ def _status_error(provider: str, response: httpx.Response, secrets: Sequence[str
     )
 
 
-def _provider_message(response: httpx.Response) -> str:
-    text = response.text
+def _provider_message(text: str) -> str:
     try:
         data = json.loads(text)
     except ValueError:

@@ -225,6 +225,22 @@ class StubServer:
                 if self._client_gone(handler.connection, 0.0):
                     handler.close_connection = True
                     return
+        if reply.status >= 400 and reply.interval:  # an error body trickling in, chunked
+            data = json.dumps(reply.body).encode()
+            handler.send_response(reply.status)
+            handler.send_header("content-type", "application/json")
+            handler.send_header("transfer-encoding", "chunked")
+            handler.end_headers()
+            try:
+                for byte in data:
+                    if self._client_gone(handler.connection, reply.interval):
+                        return
+                    handler.wfile.write(b"1\r\n%c\r\n" % byte)
+                    handler.wfile.flush()
+                handler.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                handler.close_connection = True
+            return
         if reply.status >= 400:
             data = json.dumps(reply.body).encode()
             handler.send_response(reply.status)

@@ -854,3 +854,16 @@ def test_a_call_stopped_before_the_server_answers_ends_at_once(openai_server, ho
     finally:
         answer.set()
         caller.join(10)
+
+
+def test_an_error_body_that_trickles_in_ends_the_call_within_its_timeout(openai_server):
+    # `response.read()` read the whole body and httpx's timeout bounds each read: a 503
+    # whose body came a byte at a time never ended the call.
+    trickle = error(503, "busy " * 40)
+    trickle.interval = 0.05  # ~10 s for the whole body
+    openai_server.script(trickle)
+    model = OpenAIChat("m", base_url=openai_server.url, api_key=KEY, timeout=0.5, max_retries=0)
+    started = time.monotonic()
+    with pytest.raises(ProviderError, match="openai HTTP 503"):
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+    assert time.monotonic() - started < 5  # about the timeout, not the body's ~10 s
