@@ -245,13 +245,20 @@ class ControlServer:
                 reply, then = self._handle(line)
                 if not reply["ok"]:
                     self._count_refused()
+                # Taking its reply, a client is as evictable as one yet to send its next
+                # request: one that never reads held its slot for the send's whole
+                # deadline, and 32 of them locked everyone out.
+                if not self._set_waiting(conn, time.monotonic()):
+                    return
                 send(conn, reply)
                 if then == "close":
                     return
                 if then == "subscribe":
+                    if not self._set_waiting(conn, None):  # a stream: never evicted
+                        return
                     self._stream(conn)
                     return
-                if not self._set_waiting(conn, time.monotonic()):
+                if not self._set_waiting(conn, time.monotonic()):  # from its reply on
                     return
         except OSError:
             pass  # the client went away, or was too slow to take its reply

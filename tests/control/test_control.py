@@ -10,6 +10,7 @@ import socket
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -417,8 +418,6 @@ def test_hung_up_tells_a_quiet_subscriber_from_a_gone_one_without_waiting():
     # wait for the socket's timeout (a quiet watcher looked gone after it, and its
     # events were held back meanwhile), and a client that wrote something before it
     # left must read as gone (a peek saw the byte and never its end: a slot held for good).
-    import time
-
     from runtime.control.wire import hung_up
 
     ours, theirs = socket.socketpair()
@@ -496,3 +495,30 @@ def test_a_connection_accepted_while_the_server_closes_never_acts(state):
             closer.join(10)
         server.close()
         world.close()
+
+
+def test_clients_that_never_read_their_replies_cannot_lock_a_person_out(served):
+    # A slot was busy while its reply went out, and busy slots are never evicted: 32
+    # connections pipelining bad lines and never reading held every slot for the send's
+    # whole deadline (10 s, again at each reconnect), and `ps` got "too many clients".
+    flood = b"\n" * 200_000  # far more replies than the socket buffers hold
+    attackers = []
+    try:
+        for _ in range(MAX_CLIENTS):
+            sock = served.raw()
+            sock.settimeout(0.2)
+            with contextlib.suppress(TimeoutError):
+                sock.sendall(flood)  # until the server stops reading: blocked sending
+            attackers.append(sock)
+
+        def settled() -> bool:  # no reply goes out any more: every attacker's send blocked
+            before = served.server.refused
+            time.sleep(0.2)
+            return served.server.refused == before > 0
+
+        wait_for(settled, what="the attackers to block the server's sends")
+        with served.client() as client:
+            assert client.request("ping")["ok"] is True
+    finally:
+        for sock in attackers:
+            sock.close()
