@@ -157,11 +157,9 @@ class ControlServer:
         streaming = {sub.conn for sub in subscribers}
         listener = [self._listener] if self._listener is not None else []
         shut([*listener, *(conn for conn in clients if conn not in streaming)])
-        for thread in threads:
-            thread.join(timeout=2)
+        _join_all(threads, 2.0)  # two seconds in all, not each: Ctrl-C waits on this
         shut(clients)  # a subscriber too slow to take its last event
-        for thread in threads:
-            thread.join(timeout=2)
+        _join_all(threads, 2.0)
         self._release()
 
     def _release(self) -> None:
@@ -373,3 +371,10 @@ class ControlServer:
             subscribers = list(self._subscribers)
         for sub in subscribers:
             sub.push(event)
+
+
+def _join_all(threads: list[threading.Thread], seconds: float) -> None:
+    """Join ``threads`` within ``seconds`` in all (each waited for with what is left)."""
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -522,3 +522,23 @@ def test_clients_that_never_read_their_replies_cannot_lock_a_person_out(served):
     finally:
         for sock in attackers:
             sock.close()
+
+
+def test_closing_waits_for_its_threads_two_seconds_in_all_not_each():
+    # close() joined each client thread for up to 2 s in turn: with four watchers stuck
+    # in a send, Ctrl-C on `tickwork serve` took 8 s.
+    from runtime.control.server import _join_all
+
+    release = threading.Event()
+    stuck = [threading.Thread(target=release.wait, args=(30,)) for _ in range(4)]
+    for thread in stuck:
+        thread.start()
+    try:
+        started = time.monotonic()
+        _join_all(stuck, 0.5)
+        assert time.monotonic() - started < 1.5  # one budget for all four, not 4 x 0.5 s
+        assert all(thread.is_alive() for thread in stuck)
+    finally:
+        release.set()
+        for thread in stuck:
+            thread.join(10)
