@@ -352,14 +352,13 @@ class ControlServer:
             except TickworkError:
                 continue
             data = json.loads(payload)
-            events.append(
-                {"event": "input", "tick": report.tick, "seq": seq, "kind": kind, "data": data}
-            )
+            event = {"event": "input", "tick": report.tick, "seq": seq, "kind": kind, "data": data}
+            events.append((event, len(payload)))
         with self._clients_lock:
             subscribers = list(self._subscribers)
         for sub in subscribers:
-            for event in events:
-                sub.push(event)
+            for event, size in events:
+                sub.push(event, size)
 
     def _on_delta(self, agent_id: str, delta: str) -> None:
         # A lane thread, as each streamed model delta arrives: never an input, so it has
@@ -370,7 +369,7 @@ class ControlServer:
         with self._clients_lock:
             subscribers = list(self._subscribers)
         for sub in subscribers:
-            sub.push(event)
+            sub.push(event, len(delta))
 
 
 def _join_all(threads: list[threading.Thread], seconds: float) -> None:

@@ -12,6 +12,7 @@ import contextlib
 import json
 import queue
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -32,24 +33,36 @@ __all__ = [
 MAX_LINE = 64 * 1024
 """The longest request line accepted, in bytes (the newline not counted)."""
 _SUBSCRIBER_BACKLOG = 10_000
+_SUBSCRIBER_BYTES = 32 * 1024 * 1024  # of events' text queued for one subscriber, at most
 
 
 class Subscriber:
-    """A bounded queue of events for one subscribed client; overflowing drops the client."""
+    """A bounded queue of events for one subscribed client, in events and in bytes (10,000
+    events of 60 KB messages held 600 MB for one slow watcher); overflowing either drops
+    the client."""
 
     def __init__(self, conn: socket.socket) -> None:
         self.conn = conn
-        self._queue: queue.Queue[dict[str, Any]] = queue.Queue(_SUBSCRIBER_BACKLOG)
+        self._queue: queue.Queue[tuple[dict[str, Any], int]] = queue.Queue(_SUBSCRIBER_BACKLOG)
         self._dropped = False
+        self._lock = threading.Lock()  # `_bytes`: pushed by the tick and lane threads
+        self._bytes = 0
 
-    def push(self, event: dict[str, Any]) -> None:
-        """Queue ``event`` without waiting; a full queue marks the subscriber dropped."""
+    def push(self, event: dict[str, Any], size: int = 0) -> None:
+        """Queue ``event`` (about ``size`` bytes of text) without waiting; a full queue
+        marks the subscriber dropped."""
         if self._dropped:
             return
-        try:
-            self._queue.put_nowait(event)
-        except queue.Full:
-            self._dropped = True  # the tick thread never waits for a slow reader
+        with self._lock:
+            if self._bytes + size > _SUBSCRIBER_BYTES:
+                self._dropped = True  # the tick thread never waits for a slow reader
+                return
+            try:
+                self._queue.put_nowait((event, size))
+            except queue.Full:
+                self._dropped = True
+                return
+            self._bytes += size
 
     def get(self) -> dict[str, Any] | None:
         """The next event to send (a ``dropped`` event once a dropped queue is drained).
@@ -57,11 +70,14 @@ class Subscriber:
         None after half a second without one, so the caller can see if the client left.
         """
         try:
-            return self._queue.get(timeout=0.5)
+            event, size = self._queue.get(timeout=0.5)
         except queue.Empty:
             if self._dropped:
                 return {"event": "dropped", "error": "subscriber too slow: events were lost"}
             return None
+        with self._lock:
+            self._bytes -= size
+        return event
 
 
 def hung_up(conn: socket.socket) -> bool:

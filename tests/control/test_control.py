@@ -542,3 +542,23 @@ def test_closing_waits_for_its_threads_two_seconds_in_all_not_each():
         release.set()
         for thread in stuck:
             thread.join(10)
+
+
+def test_a_slow_subscribers_backlog_is_bounded_in_bytes_too(monkeypatch):
+    # Bounded by count alone, 10,000 queued events of 60 KB messages held 600 MB for one
+    # watcher that did not read.
+    from runtime.control import wire
+
+    monkeypatch.setattr(wire, "_SUBSCRIBER_BYTES", 1000)
+    ours, theirs = socket.socketpair()
+    try:
+        sub = wire.Subscriber(ours)
+        for n in range(3):
+            sub.push({"event": "input", "n": n}, 400)  # the third would pass 1,000 bytes
+        assert [sub.get(), sub.get()] == [{"event": "input", "n": 0}, {"event": "input", "n": 1}]
+        assert sub.get() == {"event": "dropped", "error": "subscriber too slow: events were lost"}
+        sub.push({"event": "input", "n": 3}, 1)  # dropped for good, however little
+        assert sub.get()["event"] == "dropped"
+    finally:
+        ours.close()
+        theirs.close()
