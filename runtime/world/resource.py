@@ -204,7 +204,9 @@ class Resource:
     """``capacity`` slots in world time, granted in FIFO order (see the module docstring).
 
     Create resources before the world runs or between ticks, as host systems are; in a
-    replay, create the same ones in its ``setup``. ``stats()`` is safe from any thread.
+    replay, create the same ones in its ``setup``. A journaled world takes them before its
+    first tick only: a replay's ``setup`` makes them there, so one made later could never
+    be replayed. ``stats()`` is safe from any thread.
     """
 
     def __init__(self, world: World, name: str, capacity: int) -> None:
@@ -212,8 +214,14 @@ class Resource:
 
         Raises:
             ConfigError: ``name`` is not a non-empty string or is taken in this world;
-                ``capacity`` is not an integer >= 1.
+                ``capacity`` is not an integer >= 1; the world records a journal and has
+                ticked already.
         """
+        if world._journal is not None and world.tick_count > 0:
+            raise ConfigError(
+                f"resource {name!r} comes after tick {world.tick_count} of a journaled world:"
+                " create resources before its first tick, where a replay's setup makes them"
+            )
         if not isinstance(name, str) or not name:
             raise ConfigError(f"`name` must be a non-empty string, got {name!r}")
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:

@@ -619,3 +619,16 @@ def test_use_takes_the_real_numbers_sleep_takes_as_floats():
     assert Use("dock", 3).seconds.__class__ is int  # a plain int is kept as it is
     with pytest.raises(TypeError, match="got True"):
         Use("dock", True)
+
+
+def test_a_journaled_world_refuses_a_resource_after_its_first_tick(tmp_path):
+    # Its entity came mid-run, where a replay's setup (before tick 1) cannot make it:
+    # "exists in the replay only" at tick 1 of every replay and resume.
+    with World(seed=1, clock=ManualClock(), journal=Journal.create(tmp_path / "run.db")) as world:
+        Resource(world, "dock", capacity=1)  # before the first tick: fine
+        world.tick()
+        with pytest.raises(ConfigError, match="'desk' comes after tick 1 of a journaled world"):
+            Resource(world, "desk", capacity=1)
+    with World(seed=1, clock=ManualClock()) as plain:
+        plain.tick()
+        Resource(plain, "desk", capacity=1)  # no journal to replay: any time
