@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from components import Entry, ToolCall
 from components._frozen import fast_frozen_init
 from runtime.cancel import CancelToken
-from runtime.models.usage import Usage
+from runtime.lane.values import shown
+from runtime.models.usage import Usage, token_count
 
 if TYPE_CHECKING:
     from runtime.models.streaming import Stream
@@ -70,15 +71,43 @@ def encode_reply(reply: ModelReply) -> dict[str, Any]:
 
 
 def decode_reply(data: dict[str, Any]) -> ModelReply:
-    """The reply `encode_reply` wrote (older data without usage reads as None)."""
+    """The reply `encode_reply` wrote (older data without usage reads as None).
+
+    Values stand as decoded, never coerced (a journal or a cassette is data from outside:
+    ``str()`` made a ``null`` text "None", ``int()`` took a negative token count, which
+    gives an agent's budget back, and cut 1.7 to 1).
+
+    Raises:
+        TypeError: a field of the wrong kind, naming it.
+        ValueError: a token count that is not a whole number >= 0.
+    """
     calls = tuple(
-        ToolCall(str(c["id"]), str(c["name"]), dict(c["args"])) for c in data["tool_calls"]
+        ToolCall(
+            _text(c["id"], "a tool call's id"),
+            _text(c["name"], "a tool call's name"),
+            _args(c["args"]),
+        )
+        for c in data["tool_calls"]
     )
     usage = data.get("usage")
     finish = data.get("finish_reason")
+    if usage is not None and (usage.__class__ is not list or len(usage) != 2):
+        raise TypeError(f"a reply's usage must be [input, output] tokens, got {shown(usage)}")
     return ModelReply(
-        str(data["text"]),
+        _text(data["text"], "a reply's text"),
         calls,
-        None if usage is None else Usage(int(usage[0]), int(usage[1])),
-        None if finish is None else str(finish),
+        None if usage is None else Usage(token_count(usage[0]), token_count(usage[1])),
+        None if finish is None else _text(finish, "a reply's finish_reason"),
     )
+
+
+def _text(value: Any, what: str) -> str:
+    if value.__class__ is not str:
+        raise TypeError(f"{what} must be a string, got {shown(value)}")
+    return str(value)
+
+
+def _args(value: Any) -> dict[str, Any]:
+    if value.__class__ is not dict:
+        raise TypeError(f"a tool call's args must be an object, got {shown(value)}")
+    return dict(value)

@@ -19,6 +19,7 @@ from runtime.cancel import CancelToken
 from runtime.errors import CassetteMiss, ConfigError
 from runtime.models.base import Model, ModelReply, ModelRequest, decode_reply, encode_reply
 from runtime.models.messages import chat_messages
+from runtime.models.usage import Budget
 
 __all__ = ["Cassette", "CassetteModel", "request_key"]
 
@@ -113,8 +114,13 @@ class CassetteModel:
     def complete(self, request: ModelRequest, cancel: CancelToken) -> ModelReply:
         """The recorded reply to ``request`` (recording it first when the cassette records).
 
+        A reply played back goes through the wrapped model's ``budget`` as a live call
+        would (checked before, charged after), so a test on a cassette meets the same
+        `BudgetExceeded` the live run met.
+
         Raises:
             CassetteMiss: no recording for the request, and the cassette does not record.
+            BudgetExceeded: the wrapped model's budget is spent for the agent.
         """
         key = request_key(self.model, request)
         reply = self.cassette.lookup(key)
@@ -130,9 +136,14 @@ class CassetteModel:
             reply = self.model.complete(request, cancel)
             self.cassette.store(key, reply)
             return reply
+        budget = getattr(self.model, "budget", None)
+        if isinstance(budget, Budget):
+            budget.check(request.agent_id, str(key["model"]))
         cancel.raise_if_cancelled()
         if request.stream is not None and reply.text:
             request.stream.delta(reply.text)
+        if isinstance(budget, Budget):
+            budget.charge(request.agent_id, reply.usage)
         return reply
 
     def request_key(self, request: ModelRequest) -> dict[str, Any]:

@@ -85,10 +85,26 @@ def test_a_file_that_is_not_a_cassette_is_refused(tmp_path):
     [
         ({"request": {}}, "KeyError: 'reply'"),
         ({"reply": "hi"}, "TypeError"),
-        ({"reply": {"text": "t", "tool_calls": [], "usage": [1]}}, "IndexError"),
+        ({"reply": {"text": "t", "tool_calls": [], "usage": [1]}}, "must be [input, output]"),
         ([1], "TypeError"),
+        ({"reply": {"text": "t", "tool_calls": [], "usage": [-5, 2]}}, "got -5"),
+        ({"reply": {"text": "t", "tool_calls": [], "usage": [1.7, 2]}}, "got 1.7"),
+        ({"reply": {"text": None, "tool_calls": []}}, "a reply's text must be a string"),
+        (
+            {"reply": {"text": "t", "tool_calls": [{"id": 1, "name": "n", "args": {}}]}},
+            "a tool call's id must be a string, got 1",
+        ),
     ],
-    ids=["no-reply", "reply-text", "usage-short", "entry-list"],
+    ids=[
+        "no-reply",
+        "reply-text",
+        "usage-short",
+        "entry-list",
+        "usage-negative",
+        "usage-fraction",
+        "text-null",
+        "call-id",
+    ],
 )
 def test_a_recording_without_a_readable_reply_is_refused_at_opening_naming_it(tmp_path, entry, why):
     # A hand-edited cassette opened, then failed the agent's Think mid-run with a bare
@@ -99,3 +115,22 @@ def test_a_recording_without_a_readable_reply_is_refused_at_opening_naming_it(tm
         Cassette(path)
     assert str(caught.value).startswith(f"`path` {str(path)!r}: recording 'd1' has no readable")
     assert why in str(caught.value)
+
+
+def test_a_played_back_reply_goes_through_the_models_budget_as_a_live_call(openai_server, tmp_path):
+    # Played back, a reply skipped the provider's `Budget`: a test on a cassette answered
+    # past a spent budget where the live run raised BudgetExceeded.
+    from runtime import Budget, BudgetExceeded
+
+    path = tmp_path / "calls.json"
+    openai_server.script(openai_text("recorded", usage=(5, 2)))
+    recorder = Cassette(path, record=True).wrap(OpenAIChat("m", base_url=openai_server.url))
+    recorder.complete(ModelRequest("a1", "hello"), CancelToken())
+    openai_server.__exit__()
+    budget = Budget(tokens=10)
+    player = Cassette(path).wrap(OpenAIChat("m", base_url=openai_server.url, budget=budget))
+    player.complete(ModelRequest("a1", "hello"), CancelToken())
+    assert budget.used("a1") == 7
+    player.complete(ModelRequest("a1", "hello"), CancelToken())  # 7 < 10: allowed, now 14
+    with pytest.raises(BudgetExceeded, match="14 of 10 tokens"):
+        player.complete(ModelRequest("a1", "hello"), CancelToken())
