@@ -229,7 +229,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
         d["interactive"],
         _uncomponents(d.get("components", [])),
     ),
-    "add_entity": lambda d: AddEntity(int(d["entity"]), _uncomponents(d["components"])),
+    "add_entity": lambda d: AddEntity(d["entity"], _uncomponents(d["components"])),
     "send": lambda d: SendMessage(d["agent_id"], d["message"]),
     "pause": lambda d: PauseAgent(d["agent_id"]),
     "resume": lambda d: ResumeAgent(d["agent_id"]),

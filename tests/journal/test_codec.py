@@ -115,7 +115,7 @@ def test_a_value_json_cannot_write_is_refused_naming_the_agent(bad):
             '{"agent_id": "a1", "batch_id": "b", "elapsed": 1' + "0" * 400 + ', "results": []}',
             "int too large",
         ),
-        ("add_entity", '{"entity": 1e999, "components": []}', "infinity"),
+        ("add_entity", '{"entity": 1e999, "components": []}', "must be an integer, got inf"),
         (
             "send",
             '{"agent_id": "a1", "message": ' + "[" * 100_000 + "]" * 100_000 + "}",
@@ -215,3 +215,15 @@ def test_a_prompts_request_or_response_of_the_wrong_kind_is_refused_not_coerced(
     with pytest.raises(JournalError) as caught:
         decode_input(*_tampered(value, edit))
     assert str(caught.value) == f"journal holds a malformed {kind} input: {message}"
+
+
+@pytest.mark.parametrize("entity", ["5", 5.7, True])
+def test_an_entity_id_that_is_no_integer_is_refused_not_coerced(entity):
+    # `int()` around it made "5" and 5.7 the id 5, and True the id 1.
+    from runtime.world.inputs import AddEntity
+
+    kind, payload = encode_input(AddEntity(4294967296, ()))
+    data = json.loads(payload)
+    data["entity"] = entity
+    with pytest.raises(JournalError, match="`entity` must be an integer"):
+        decode_input(kind, json.dumps(data))
