@@ -143,6 +143,8 @@ class SystemContext:
         """
         found = self.try_get(entity, component_type)
         if found is None:
+            if not isinstance(component_type, type):
+                raise ConfigError(f"`component_type` must be a class, got {component_type!r}")
             raise KeyError(f"entity {entity} has no {component_type.__name__} component")
         return found
 
@@ -181,6 +183,8 @@ class SystemContext:
             self._host.touch(entity)
             self._state.changed_this_tick += 1
             return
+        if len({comp.__class__ for comp in components}) != len(components):
+            raise ConfigError(f"`components`: two of one type for entity {entity}")
         for comp in components:
             if comps is not None and comps.get(comp.__class__) is comp:
                 continue  # changed in place: only the mark below
@@ -199,6 +203,8 @@ class SystemContext:
             ConfigError: ``component_type`` is a built-in component.
         """
         self._last = entity
+        if not isinstance(component_type, type):
+            raise ConfigError(f"`component_type` must be a class, got {component_type!r}")
         if is_builtin(component_type):
             raise_builtin(component_type)
         if self.try_get(entity, component_type) is None:

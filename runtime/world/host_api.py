@@ -19,7 +19,7 @@ from runtime.errors import ConfigError
 from runtime.lane.values import shown
 from runtime.world.context import SystemContext
 from runtime.world.host import HostECS, HostSystem
-from runtime.world.host_data import check_components, field_names
+from runtime.world.host_data import check_components, field_names, is_builtin
 from runtime.world.inputs import AddEntity, Inbox
 from runtime.world.state import WorldState
 from runtime.world.values import NotJSON, json_value
@@ -100,7 +100,16 @@ class HostAPI:
                         f" the world records a journal: {why}"
                     )
         # Copies: the host keeps its objects, the world its own (no sharing across threads).
-        return tuple(copy.deepcopy(c) for c in comps)
+        copies = []
+        for index, comp in enumerate(comps):
+            try:
+                copies.append(copy.deepcopy(comp))
+            except Exception as exc:  # a lock, a socket, a generator in a field
+                raise ConfigError(
+                    f"`{arg}[{index}]` ({type(comp).__name__}) cannot be copied into the"
+                    f" world: {type(exc).__name__}: {exc}"
+                ) from None
+        return tuple(copies)
 
     def add_entity(self, *components: Any) -> int:
         """Add a host entity with ``components`` (dataclass instances); returns its id.
@@ -188,15 +197,29 @@ class HostAPI:
         handler that raises fails only that agent.
 
         Raises:
-            ConfigError: ``action_type`` is not a class, is a built-in action, or already
-                has a handler; ``handler`` is not callable.
+            ConfigError: ``action_type`` is not a class, is a built-in action (the
+                resources' ``Acquire``, ``Release`` and ``Use`` too), or already has a
+                handler; ``handler`` is not callable.
         """
         from runtime.world.actions import Ask, CallTools, Join, Sleep, Spawn, Think
+        from runtime.world.resource import Acquire, Release, Use
 
         if not isinstance(action_type, type):
             raise ConfigError(f"`action_type` must be a class, got {action_type!r}")
         if action_type in (Think, CallTools, Ask, Sleep, Spawn, Join):
             raise ConfigError(f"`action_type` {action_type.__name__} is a built-in action")
+        if action_type in (Acquire, Release, Use):
+            # The step takes them once a `Resource` exists: a handler of the host's own
+            # would never be called.
+            raise ConfigError(
+                f"`action_type` {action_type.__name__} is a built-in action of `runtime.Resource`"
+            )
+        self._set_action(action_type, handler)
+
+    def _set_action(
+        self, action_type: type, handler: Callable[[SystemContext, str, Any], object]
+    ) -> None:
+        """`add_action` without its checks of the type (a format-1 world's resources)."""
         if not callable(handler):
             raise ConfigError(f"`handler` must be callable, got {handler!r}")
         with self._ticking():
@@ -215,12 +238,23 @@ class HostAPI:
 
     def query(self, *types: type) -> list[tuple[int, tuple[Any, ...]]]:
         """Entities with host components having every one of ``types``, ordered by id, as
-        ``(entity, (components...))`` copies: the world as it was after the last tick."""
+        ``(entity, (components...))`` copies: the world as it was after the last tick.
+
+        Raises:
+            ConfigError: no types, or one is not a class or is one of the world's own
+                components (``Status``, ``Agent``...: read agents with ``world.status``,
+                ``world.agents``; a query of them found only agents with host components).
+        """
         if not types:
             raise ConfigError("`types` must name at least one component type")
         for cls in types:
             if not isinstance(cls, type):
                 raise ConfigError(f"`types` must be classes, got {shown(cls)}")
+            if is_builtin(cls):
+                raise ConfigError(
+                    f"`types`: {cls.__name__} is one of the world's own components, which"
+                    " `query` does not read: use world.status(agent) or world.agents()"
+                )
         with self._lock:
             return self._host.query_copies(types)
 

@@ -76,10 +76,19 @@ def check_components(arg: str, components: Iterable[object]) -> tuple[Any, ...]:
     """Check host components handed in by the host; returns them as a tuple.
 
     Raises:
-        ConfigError: one is not a dataclass instance, is a built-in component, or two
-            share a type (the message names the argument, the index and the value).
+        ConfigError: ``components`` is one component or no collection of them; one is not
+            a dataclass instance, is a built-in component, or two share a type (the
+            message names the argument, the index and the value).
     """
-    out = tuple(components)
+    given: object = components  # typed callers are right; untyped ones are checked
+    if is_dataclass(given) and not isinstance(given, type):
+        raise ConfigError(
+            f"`{arg}` must be a list of components, got one: [{type(given).__name__}(...)]"
+        )
+    try:
+        out = tuple(components)
+    except TypeError:
+        raise ConfigError(f"`{arg}` must be a list of components, got {components!r}") from None
     seen: set[type] = set()
     for index, comp in enumerate(out):
         cls = type(comp)

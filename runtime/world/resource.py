@@ -393,9 +393,9 @@ class _Resources:
                 rules.system, after="handle_interrupts", name="resources", run_if=rules.has_work
             )
             return
-        world.add_action(Acquire, self.acquire)
-        world.add_action(Release, self.release)
-        world.add_action(Use, self.use)
+        world._set_action(Acquire, self.acquire)
+        world._set_action(Release, self.release)
+        world._set_action(Use, self.use)
         world.add_system(
             self.system, after="handle_interrupts", name="resources", run_if=self.has_work
         )

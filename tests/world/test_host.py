@@ -10,6 +10,7 @@ from pathlib import Path
 import esper
 import pytest
 
+from components import Status
 from runtime import (
     PENDING,
     ConfigError,
@@ -736,3 +737,55 @@ def test_a_component_field_a_journal_would_give_back_changed_is_refused(tmp_path
             world.add_entity(Bag(value))
         assert why in str(caught.value)
         assert world.add_entity(Bag(["a", "x"])) == HOST_IDS_START  # a list is kept as is
+
+
+def test_the_resources_actions_are_refused_as_host_actions(make_world):
+    # Accepted, a handler for `Use` was never called once a Resource existed: the step
+    # takes the resources' actions first.
+    from runtime import Acquire, Release, Use
+
+    world = make_world()
+    for action in (Acquire, Release, Use):
+        with pytest.raises(ConfigError, match=f"{action.__name__} is a built-in action of"):
+            world.add_action(action, lambda ctx, agent_id, action: None)
+
+
+def test_host_api_misuse_is_a_config_error_naming_the_value(make_world):
+    # Each raised something raw (TypeError, AttributeError) or was taken silently.
+    world = make_world()
+    with pytest.raises(ConfigError, match=r"must be a list of components, got one: \[Position"):
+        world.spawn(sleeper, components=Position(1, 2))
+    with pytest.raises(ConfigError, match="must be a list of components, got 5"):
+        world.spawn(sleeper, components=5)
+
+    @dataclass
+    class Locked:
+        lock: object
+
+    with pytest.raises(ConfigError, match=r"`components\[0\]` \(Locked\) cannot be copied"):
+        world.add_entity(Locked(threading.Lock()))
+    with pytest.raises(ConfigError, match="Status is one of the world's own components"):
+        world.query(Status)
+    entity = world.add_entity(Position(0, 0))
+    world.tick()
+    seen: list[str] = []
+
+    def misuse(ctx: SystemContext) -> None:
+        for call in (
+            lambda: ctx.get(entity, "Position"),
+            lambda: ctx.remove(entity, "Position"),
+            lambda: ctx.set(entity, Position(1, 1), Position(2, 2)),
+        ):
+            try:
+                call()
+            except ConfigError as exc:
+                seen.append(str(exc))
+
+    world.add_system(misuse)
+    world.tick()
+    assert seen == [
+        "`component_type` must be a class, got 'Position'",
+        "`component_type` must be a class, got 'Position'",
+        f"`components`: two of one type for entity {entity}",
+    ]
+    assert world.query(Position) == [(entity, (Position(0, 0),))]
