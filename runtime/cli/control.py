@@ -66,7 +66,9 @@ def add_control_commands(sub: Any, state_dir: Callable[[argparse.ArgumentParser]
 
 
 def _client(args: argparse.Namespace) -> ControlClient:
-    return ControlClient(args.state_dir)
+    # An empty --state-dir is the default one, as `tickwork serve` reads it (it was the
+    # current directory here: the two never met).
+    return ControlClient(args.state_dir or None)
 
 
 def cmd_ps(args: argparse.Namespace) -> int:

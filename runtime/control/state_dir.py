@@ -107,6 +107,11 @@ class StateDir:
                 it, or the socket path is too long for a Unix socket.
         """
         where = str(self.path)
+        if len(os.fsencode(self.socket)) >= _SUN_PATH_MAX:  # before anything is made
+            raise ControlError(
+                f"state dir {where!r} is too deep for a Unix socket path"
+                f" (at most {_SUN_PATH_MAX - 14} bytes): pass a shorter --state-dir"
+            )
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.mkdir(self.path, 0o700)
@@ -115,11 +120,6 @@ class StateDir:
         except OSError as exc:
             raise ControlError(f"cannot create state dir {where!r}: {exc}") from exc
         self.check()
-        if len(os.fsencode(self.socket)) >= _SUN_PATH_MAX:
-            raise ControlError(
-                f"state dir {where!r} is too deep for a Unix socket path"
-                f" (at most {_SUN_PATH_MAX - 14} bytes): pass a shorter --state-dir"
-            )
 
     def check(self) -> None:
         """Check that the directory is a real directory of ours that nobody else can write.

@@ -562,3 +562,24 @@ def test_a_slow_subscribers_backlog_is_bounded_in_bytes_too(monkeypatch):
     finally:
         ours.close()
         theirs.close()
+
+
+def test_a_state_dir_too_deep_for_a_socket_is_refused_before_anything_is_made(tmp_path):
+    # It was refused only after the directory (and its parents) had been made and left.
+    from runtime.control import StateDir
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "state"
+    with pytest.raises(ControlError, match="too deep for a Unix socket path"):
+        StateDir(deep).prepare()
+    assert not (tmp_path / ("d" * 60)).exists()
+
+
+def test_an_empty_state_dir_is_the_default_one_for_clients_as_for_serve(monkeypatch, tmp_path):
+    import argparse
+
+    from runtime.cli import control
+
+    made: list[object] = []
+    monkeypatch.setattr(control, "ControlClient", made.append)
+    control._client(argparse.Namespace(state_dir=""))
+    assert made == [None]  # the default dir, not the current one
