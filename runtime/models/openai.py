@@ -74,7 +74,8 @@ class _ChunkReader:
         self._prompt_chars = prompt_chars
         self._deltas = 0
         self._finish: str | None = None
-        self._usage: Usage | None = None
+        self._usage_in: int | None = None  # the server's counts, when it gives them
+        self._usage_out: int | None = None
         self._calls: dict[int, dict[str, str]] = {}  # index -> id, name, arguments so far
 
     def feed(self, event: str, data: str) -> bool:
@@ -87,9 +88,11 @@ class _ChunkReader:
             raise ProviderError("openai", f"error in the stream: {message}")
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            self._usage = Usage(
-                token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens"))
-            )
+            # A count the server left out is estimated below, as with no usage at all: an
+            # empty `usage: {}` read as 0 tokens in and out, which no budget saw.
+            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+            self._usage_in = token_count(prompt) if prompt is not None else self._usage_in
+            self._usage_out = token_count(completion) if completion is not None else self._usage_out
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
@@ -124,12 +127,15 @@ class _ChunkReader:
             name = call.get("name", "")
             args = parse_arguments("openai", name, call["arguments"])
             calls.append(ToolCall(call.get("id") or f"call_{index}", name, args))
-        usage = self._usage
-        if usage is None:
-            # The server streamed no usage (llama-cpp-python ignores include_usage): count
-            # the deltas (such servers send one token each) and estimate the prompt at
-            # four characters a token, so budgets and token rates still hold.
-            usage = Usage(-(-self._prompt_chars // 4), self._deltas + len(calls))
+        # Counts the server did not stream (llama-cpp-python ignores include_usage): the
+        # deltas counted (such servers send one token each), the prompt estimated at four
+        # characters a token, so budgets and token rates still hold.
+        tokens_in = self._usage_in
+        tokens_out = self._usage_out
+        usage = Usage(
+            -(-self._prompt_chars // 4) if tokens_in is None else tokens_in,
+            self._deltas + len(calls) if tokens_out is None else tokens_out,
+        )
         return ModelReply(self._stream.text, tuple(calls), usage, self._finish)
 
 

@@ -717,6 +717,24 @@ def test_a_server_that_streams_no_usage_gets_it_counted(openai_server):
     assert reply.usage == Usage(3, 3)
 
 
+@pytest.mark.parametrize(
+    ("usage", "counted"),
+    [
+        ({}, Usage(3, 3)),
+        ({"prompt_tokens": 7}, Usage(7, 3)),
+        ({"completion_tokens": 9}, Usage(3, 9)),
+    ],
+    ids=["empty", "prompt-only", "completion-only"],
+)
+def test_a_count_the_server_leaves_out_of_its_usage_is_estimated(openai_server, usage, counted):
+    # `usage: {}` read as 0 tokens in and out: spent tokens that no budget saw.
+    frames = list(openai_text("a", "b", "c", usage=None))
+    frames.insert(-1, "data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n")
+    openai_server.script(tuple(frames))
+    model = OpenAIChat("m", base_url=openai_server.url)
+    assert model.complete(ModelRequest("a1", "x" * 10), CancelToken()).usage == counted
+
+
 def test_interrupting_a_retried_call_leaves_another_agents_call_streaming(openai_server):
     # A's first attempt got a 503 and its connection went back to the pool; B's call took
     # it and streamed; A's retry went out on a new one. Interrupting A ran every closer
