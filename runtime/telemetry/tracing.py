@@ -75,8 +75,11 @@ class Tracing:
     """The probe that turns a live world's events into spans (see the module docstring).
 
     Attach with ``world.add_probe(Tracing())`` or, simpler, ``runtime.telemetry.instrument``.
-    ``close()`` ends every span still open (outcome ``closed``).
+    ``close()`` ends every span still open (outcome ``closed``); the world calls it as
+    it closes.
     """
+
+    guarded = True  # it guards every hook itself: the tick calls it without a wrapper
 
     def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
         self._tracer: Tracer = trace.get_tracer(

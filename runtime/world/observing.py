@@ -16,7 +16,7 @@ from runtime.lane.tool_lane import ToolLane
 from runtime.models.streaming import StreamHook, StreamHub
 from runtime.models.usage import Usage, UsageMeter
 from runtime.world.metrics import MetricsRecorder, WorldMetrics
-from runtime.world.probe import Probe, fanout, ignores_ticks
+from runtime.world.probe import Probe, fanout, guarded, ignores_ticks
 from runtime.world.report import TickReport
 from runtime.world.state import WorldState
 
@@ -120,8 +120,8 @@ class Observing:
 
     def _set_probe(self) -> None:
         probes = self._probes
-        self._probe = fanout(probes)
-        self._tick_probe = fanout([p for p in probes if not ignores_ticks(p)])
+        self._probe = fanout([guarded(p) for p in probes])
+        self._tick_probe = fanout([guarded(p) for p in probes if not ignores_ticks(p)])
         self._reconfigured += 1  # a skip under way stops (see `TickMachine._reconfigured`)
 
     def record_metrics(self) -> None:

@@ -15,14 +15,17 @@ other probe or the metrics want the tick's duration, reads the clock for it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
+from runtime.world import sigint
 from runtime.world.actions import Action
 from runtime.world.report import TickReport
 from runtime.world.state import AgentRecord, Probe
 
 __all__ = [
     "PROBE_FACTORIES",
+    "GuardedProbe",
     "Probe",
     "ProbeFanout",
     "fanout",
@@ -30,6 +33,8 @@ __all__ = [
     "ignores_ticks",
     "process_probes",
 ]
+
+log = logging.getLogger("tickwork.world")
 
 PROBE_FACTORIES: list[Callable[[], Probe | None]] = []
 """Called once for every new live world; each probe returned is attached to it.
@@ -89,3 +94,63 @@ class ProbeFanout:
     def ticked(self, report: TickReport, seconds: float) -> None:
         for probe in self.probes:
             probe.ticked(report, seconds)
+
+
+def guarded(probe: Probe) -> Probe:
+    """``probe`` as the tick calls it: behind a `GuardedProbe`, unless its class says it
+    guards itself (``guarded = True``, as telemetry's `Tracing` does)."""
+    return probe if getattr(type(probe), "guarded", False) else GuardedProbe(probe)
+
+
+class GuardedProbe:
+    """A host's probe behind a guard, as tick observers are: what it raises is logged
+    (with the traceback the first time) and the tick goes on. Unguarded, a probe raising
+    in ``applied`` ended the tick with its inputs taken and never applied (the agents
+    they spawned never came), and under ``world.start()`` the loop's thread with it; one
+    raising in ``dispatched`` failed the agent. A ``KeyboardInterrupt`` on the main
+    thread is raised again once the tick is over (`runtime.world.sigint`)."""
+
+    __slots__ = ("failures", "probe")
+
+    guarded = True
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+        self.failures = 0
+
+    def _failed(self, hook: str, exc: BaseException) -> None:
+        if isinstance(exc, KeyboardInterrupt):
+            sigint.note_keyboard_interrupt()
+        self.failures += 1
+        if self.failures == 1:  # once with the traceback: a probe may raise every tick
+            log.error("probe %r raised in %s", self.probe, hook, exc_info=exc)
+
+    def applied(self, inputs: list[tuple[int, object]]) -> None:
+        try:
+            self.probe.applied(inputs)
+        except BaseException as exc:
+            self._failed("applied", exc)
+
+    def turn_started(self, rec: AgentRecord) -> None:
+        try:
+            self.probe.turn_started(rec)
+        except BaseException as exc:
+            self._failed("turn_started", exc)
+
+    def turn_ended(self, rec: AgentRecord, outcome: str, message: str) -> None:
+        try:
+            self.probe.turn_ended(rec, outcome, message)
+        except BaseException as exc:
+            self._failed("turn_ended", exc)
+
+    def dispatched(self, rec: AgentRecord, action: Action) -> None:
+        try:
+            self.probe.dispatched(rec, action)
+        except BaseException as exc:
+            self._failed("dispatched", exc)
+
+    def ticked(self, report: TickReport, seconds: float) -> None:
+        try:
+            self.probe.ticked(report, seconds)
+        except BaseException as exc:
+            self._failed("ticked", exc)

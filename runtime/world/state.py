@@ -85,6 +85,9 @@ class Probe(Protocol):
     ``turn_ended``'s ``outcome`` is ``"ok"`` (the behaviour returned), ``"interrupted"``,
     ``"error"`` or ``"cancelled"``; it may come for an agent with no turn open (an idle
     agent cancelled, a turn already ended), which a probe ignores. Keep every method quick.
+    What a method raises is logged and the tick goes on (`runtime.world.probe.guarded`).
+    A probe may also have a ``close()``, called once when its world closes (telemetry's
+    tracing ends the spans still open there).
     """
 
     def applied(self, inputs: list[tuple[int, object]]) -> None:

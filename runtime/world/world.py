@@ -366,6 +366,14 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
                 for rec in self._state.records.values():
                     if rec.token is not None:
                         rec.token.cancel("world closed")
+                probes = list(self._probes)
+            for probe in probes:  # a probe's optional `close()`: tracing ends its open spans
+                close = getattr(probe, "close", None)
+                if callable(close):
+                    try:
+                        close()
+                    except Exception:
+                        log.exception("probe %r raised in close", probe)
             self.hub.close()
             self.lane.close(left())
             self.inference_lane.close(left())

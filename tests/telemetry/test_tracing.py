@@ -463,3 +463,53 @@ def test_tracing_alone_reads_no_clock_for_tick_durations(make_world, spans, monk
     assert reads == []
     assert world.hub.pending()  # the turn ran and its prompt is open: the probe saw it
     assert world.probes()[0].open_spans() == 2  # type: ignore[attr-defined]
+
+
+def test_closing_the_world_ends_the_spans_still_open(spans):
+    # Nothing told the probes the world was going: a waiting agent's turn and prompt
+    # never reached the exporter.
+    provider, exporter = spans
+    with World(clock=ManualClock(), interaction_timeout_secs=0) as world:
+        instrument(world, tracer_provider=provider)
+        world.spawn(waits_for_a_person)
+        world.run_until_idle()
+        assert exporter.get_finished_spans() == ()
+    assert {s.name: s.attributes["tickwork.outcome"] for s in exporter.get_finished_spans()} == {
+        "tickwork.prompt": "closed",
+        "tickwork.turn": "closed",
+    }
+
+
+@pytest.mark.parametrize("hook", ["applied", "turn_started", "turn_ended", "dispatched", "ticked"])
+def test_a_host_probe_that_raises_is_logged_and_the_tick_goes_on(make_world, hook, caplog):
+    # Unguarded, a probe raising in `applied` ended the tick with its inputs taken and
+    # never applied (the agents it spawned never came), and one raising in `dispatched`
+    # failed the agent.
+    class Raising:
+        def applied(self, inputs):
+            pass
+
+        def turn_started(self, rec):
+            pass
+
+        def turn_ended(self, rec, outcome, message):
+            pass
+
+        def dispatched(self, rec, action):
+            pass
+
+        def ticked(self, report, seconds):
+            pass
+
+    def raise_(*args):
+        raise RuntimeError(f"probe bug in {hook}")
+
+    probe = Raising()
+    setattr(probe, hook, raise_)
+    world = make_world(models={"default": ScriptedModel(["ok"])})
+    world.add_probe(probe)
+    agents = [world.spawn(helper, str(n)) for n in range(3)]
+    world.run_until_idle()
+    assert [world.result(a) for a in agents] == ["ok", "ok", "ok"]
+    assert f"probe bug in {hook}" in caplog.text
+    assert world.probes() == (probe,)
