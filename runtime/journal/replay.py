@@ -202,6 +202,9 @@ def replay_ticks(
     inputs = 0
     total = len(recorded) if total is None else total
     inbox = world._inbox
+    # `spawn`'s auto ids (a1, a2, ...) followed as the recorded run minted them: a resumed
+    # world mints on from there, never an id the run gave out and released since.
+    minted, spawned = world._spawned, set(world._state.records)
     for done, tick in enumerate(recorded, 1):
         if tick.tick != world.tick_count + 1:
             raise JournalError(f"journal skips from tick {world.tick_count} to {tick.tick}")
@@ -211,8 +214,11 @@ def replay_ticks(
         # posts stays, for the live run's first tick, as it would have without the crash.
         inbox.drain()
         for _seq, item in tick.inputs:
-            if item.__class__ is AddEntity:  # minted by the recorded run's host code
-                world._host_id_taken(item.entity)
+            cls = item.__class__
+            if cls is SpawnAgent:
+                minted = _followed_mint(minted, spawned, item.agent_id)  # type: ignore[attr-defined]
+            elif cls is AddEntity:  # minted by the recorded run's host code
+                world._host_id_taken(item.entity)  # type: ignore[attr-defined]
         changed: list[tuple[str, str]] = []
         report = world._tick(tick.inputs, tick.now, changed)
         inputs += len(tick.inputs)
@@ -228,7 +234,20 @@ def replay_ticks(
             )
         if progress is not None:
             progress(done, total)
+    with world._ids_lock:
+        world._spawned = max(world._spawned, minted)
     return inputs
+
+
+def _followed_mint(minted: int, spawned: set[str], agent_id: str) -> int:
+    """`spawn`'s counter after the spawn of ``agent_id``: moved on when the id is the one
+    it would have minted next (the first ``a<n>`` past it not spawned before), else kept
+    (an id the host chose). ``spawned`` gains the id."""
+    n = minted + 1
+    while f"a{n}" in spawned:
+        n += 1
+    spawned.add(agent_id)
+    return n if agent_id == f"a{n}" else minted
 
 
 def rebuild(

@@ -162,7 +162,14 @@ class AgentAPI:
 
         Every tool call of a batch in progress gets a result in history, and no prompt of
         the agent is left open, however the cancel and the prompt's opening interleave.
+
+        Raises:
+            UnknownAgentError: no agent has that id.
+            ConfigError: ``reason`` is not a string (it becomes the agent's status message
+                and an input a journal records).
         """
+        if reason.__class__ is not str and not isinstance(reason, str):
+            raise ConfigError(f"`reason` must be a string, got {shown(reason)}")
         self._command(CancelAgent(self._checked(agent_id), reason))
         if self._lockstep is not None:
             self._lockstep.abandon(agent_id)  # its work is stale at whatever tick this lands
@@ -322,6 +329,8 @@ class AgentAPI:
     def _checked(self, agent_id: str) -> str:
         # Without the ids lock, so pending first: an id leaves it only once its record is
         # made, so one that is not pending yet known is found among the records after.
+        if agent_id.__class__ is not str and not isinstance(agent_id, str):
+            raise UnknownAgentError(f"unknown agent {shown(agent_id)}: an agent id is a string")
         if agent_id not in self._pending_ids and agent_id not in self._state.records:
             raise UnknownAgentError(f"unknown agent {agent_id!r}")
         return agent_id

@@ -501,6 +501,9 @@ class WorldState:
         self.to_dispatch: list[tuple[AgentRecord, Action]] = []
         self.prompt_changed: dict[int, AgentRecord] = {}
         self.joiners: dict[str, list[AgentRecord]] = {}
+        # A joining agent's first joined agent not yet seen ended (`check_join`), by ordinal:
+        # each end resumes the scan there, so a join of N agents costs O(N), not O(N^2).
+        self.join_scan: dict[int, int] = {}
         # Changed since the last digest (for the incremental digest), and this tick.
         self.dirty: dict[int, AgentRecord] = {}
         self.changed_this_tick = 0

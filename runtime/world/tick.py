@@ -512,6 +512,7 @@ class TickMachine:
             del state.records[rec.id]
         state.dirty.pop(rec.ordinal, None)
         state.prompt_changed.pop(rec.ordinal, None)
+        state.join_scan.pop(rec.ordinal, None)  # a join it ended in
         self._digest_total = combine(self._digest_total, rec.digest, 0)
         if rec.prompts:  # none are left once settled; never leave one orphaned
             state.effects.cancel_prompts_of(rec.id)

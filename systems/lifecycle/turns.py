@@ -395,22 +395,35 @@ def await_children(state: WorldState, rec: AgentRecord, agent_ids: tuple[str, ..
             state.joiners.setdefault(agent_id, []).append(rec)
     set_waiting_on_children(rec)
     state.touch(rec)
+    state.join_scan.pop(rec.ordinal, None)  # a new join scans from its first agent
     check_join(state, rec)
 
 
 def check_join(state: WorldState, rec: AgentRecord) -> None:
-    """Resume a joining agent if every agent it joins has ended."""
+    """Resume a joining agent if every agent it joins has ended.
+
+    Called as each joined agent ends; the scan goes on from the first agent not seen
+    ended last time (agents never come back from ending), so a join of N agents costs
+    O(N) in all. A joined agent released meanwhile (`forget`, ``keep_finished``) has
+    ended: its result is None, as a failed one's (its record was looked up and raised).
+    """
     turn = rec.turn
     if turn.phase is not AWAITING_CHILDREN:
         return
     ids: tuple[str, ...] = turn.pending
+    records = state.records
+    scan = state.join_scan
+    for index in range(scan.get(rec.ordinal, 0), len(ids)):
+        other = records.get(ids[index])
+        if other is not None and not other.status.kind.is_terminal:
+            scan[rec.ordinal] = index
+            return
+    scan.pop(rec.ordinal, None)
     results = []
     for agent_id in ids:
-        other = state.records[agent_id]
-        if not other.status.kind.is_terminal:
-            return
-        ok = other.status.kind is COMPLETE
-        results.append(other.result if ok else None)
+        other = records.get(agent_id)
+        ok = other is not None and other.status.kind is COMPLETE
+        results.append(other.result if ok else None)  # type: ignore[union-attr]
     resume_with(state, rec, results)
 
 

@@ -21,6 +21,7 @@ from runtime import (
     UnknownAgentError,
     World,
     replay,
+    resume,
 )
 
 
@@ -159,3 +160,71 @@ def test_keep_finished_must_be_a_count(make_world):
         make_world(keep_finished=-1)
     with pytest.raises(ConfigError, match="keep_finished"):
         make_world(keep_finished=1.5)
+
+
+def child_sleeping(turn):
+    yield Sleep(turn.message)
+    return f"c{turn.message}"
+
+
+joined_results: list[object] = []
+
+
+def joins_two(turn):
+    first = yield Spawn(child_sleeping, 1)
+    second = yield Spawn(child_sleeping, 10)
+    joined_results.append((yield Join(first, second)))
+    return "joined"
+
+
+@pytest.mark.parametrize("driver", ["tick", "run_until_idle"])
+def test_a_join_of_an_agent_released_meanwhile_ends_with_no_result_for_it(make_world, driver):
+    # Its record was looked up and raised: driven by `tick()` the joiner waited for good
+    # (the KeyError failed the finished child instead), and `run_until_idle`'s skip let
+    # the KeyError out to the host.
+    joined_results.clear()
+    clock = ManualClock()
+    world = make_world(clock=clock)
+    world.spawn(joins_two, agent_id="p")
+    for _ in range(4):
+        world.tick()
+    clock.advance(2)
+    for _ in range(3):
+        world.tick()
+    assert world.status("p.1").kind is StatusKind.COMPLETE
+    world.forget("p.1")
+    if driver == "tick":
+        clock.advance(20)
+        for _ in range(10):
+            world.tick()
+    else:
+        world.run_until_idle()
+    assert world.result("p") == "joined"
+    assert joined_results == [[None, "c10"]]
+
+
+def test_a_resumed_world_mints_spawn_ids_on_from_the_run_not_released_ones_again(tmp_path):
+    # The counter started at 0 again: the next `spawn()` gave "a1", an id the run had
+    # given out and released, so the resumed run went another way than the uncut one.
+    path = tmp_path / "run.db"
+    with World(clock=ManualClock(), journal=Journal.create(path), keep_finished=1) as world:
+        assert [world.spawn(short, 1), world.spawn(short, 2)] == ["a1", "a2"]
+        world.spawn(short, 3, agent_id="a7")  # the host's own choice: no auto id
+        world.run_until_idle(max_ticks=20)
+        assert list(world.agents()) == ["a7"]
+    resumed = resume(path)
+    try:
+        assert resumed.spawn(short, 4) == "a3"
+    finally:
+        resumed.close()
+
+
+def test_cancel_takes_a_string_reason_and_commands_take_string_ids(make_world):
+    # A reason JSON cannot hold failed the journal's write of the tick (and every tick
+    # after); a list id raised a bare "unhashable type".
+    world = make_world()
+    agent = world.spawn(short, 1)
+    with pytest.raises(ConfigError, match=r"`reason` must be a string, got \['x'\]"):
+        world.cancel(agent, ["x"])
+    with pytest.raises(UnknownAgentError, match=r"unknown agent \['a1'\]: an agent id is a string"):
+        world.pause(["a1"])
