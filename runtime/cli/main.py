@@ -43,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a scenario to the end with a live view and a summary")
     run.add_argument("scenario", metavar="SCENARIO", help="a scenario file (.toml)")
     run.add_argument("--journal", metavar="FILE", help="record the run to a new journal FILE")
-    run.add_argument("--force", action="store_true", help="overwrite an existing journal FILE")
+    run.add_argument(
+        "--force", action="store_true", help="overwrite an existing journal FILE (a journal only)"
+    )
     run.add_argument("--ticks", type=_positive, metavar="N", help="stop after N ticks")
     run.add_argument("--quiet", action="store_true", help="no live view")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -53,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run a scenario with the control channel open")
     serve.add_argument("scenario", metavar="SCENARIO", help="a scenario file (.toml)")
     serve.add_argument("--journal", metavar="FILE", help="record the run to a new journal FILE")
-    serve.add_argument("--force", action="store_true", help="overwrite an existing journal FILE")
+    serve.add_argument(
+        "--force", action="store_true", help="overwrite an existing journal FILE (a journal only)"
+    )
     _state_dir(serve)
     serve.add_argument("--quiet", action="store_true", help="do not print prompts as they open")
     serve.add_argument("--json", action="store_true", help="print the final summary as JSON")

@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import sqlite3
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,13 @@ from typing import Any
 from runtime._version import __version__
 from runtime.errors import JournalError
 from runtime.journal.codec import encode_input
-from runtime.journal.reader import FORMAT_VERSION, MAGIC, JournalReader, RecordedTick
+from runtime.journal.reader import (
+    FORMAT_VERSION,
+    MAGIC,
+    JournalReader,
+    RecordedTick,
+    _read_only_uri,
+)
 from runtime.world.digest import canonical
 
 # The reader's names are re-exported: `from runtime.journal.store import JournalReader` works.
@@ -82,9 +89,14 @@ class Journal:
         (``module:function``) that registers the run's host systems and actions, so that
         ``tickwork replay`` can call it again (only if the user allows its import).
 
+        ``overwrite`` replaces a journal (a file holding one, an empty file, or a symlink,
+        itself and never its target), never another file, and never one a running
+        tickwork is writing.
+
         Raises:
-            JournalError: ``path`` exists (and ``overwrite`` is False), is a directory, or
-                cannot be written (the message says why: no such directory, permission).
+            JournalError: ``path`` exists (and ``overwrite`` is False, or it is no journal,
+                or a run is writing it), is a directory, or cannot be written (the message
+                says why: no such directory, permission).
         """
         path = Path(path)
         _make_private_file(path, overwrite)
@@ -300,6 +312,50 @@ def _writer_lock(path: Path) -> int | None:
     return fd
 
 
+def _check_file_kind(path: Path) -> bool:
+    """Whether ``path``, about to be overwritten, is a regular file (False: a symlink,
+    replaced itself and never its target).
+
+    ``overwrite`` unlinked whatever was at the path: a device (``/dev/null``, as root), a
+    FIFO, the scenario file being run (`_check_journal`).
+
+    Raises:
+        JournalError: anything else is there.
+    """
+    mode = os.lstat(path).st_mode
+    if stat.S_ISLNK(mode):
+        return False
+    if not stat.S_ISREG(mode):
+        raise JournalError(
+            f"journal {str(path)!r} is not a regular file: overwriting replaces only a journal"
+        )
+    return True
+
+
+def _check_journal(path: Path) -> None:
+    """Refuse to overwrite a file that holds no tickwork journal (an empty one may go).
+
+    Raises:
+        JournalError: naming the file.
+    """
+    where = str(path)
+    if os.path.getsize(path) == 0:
+        return
+    try:  # a journal by its magic, damaged or of a newer format as it may be, or one made
+        # and never given its header (meta is written as a world takes the journal)
+        with contextlib.closing(sqlite3.connect(_read_only_uri(path), uri=True)) as conn:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            conn.execute("SELECT count(*) FROM ticks").fetchone()
+    except sqlite3.DatabaseError:
+        meta = {"magic": None}
+    if meta.get("magic", MAGIC) == MAGIC:
+        return
+    raise JournalError(
+        f"{where!r} exists and is not a tickwork journal: overwriting replaces only a"
+        " journal (remove the file yourself if it is to go)"
+    )
+
+
 def _make_private_file(path: Path, overwrite: bool) -> None:
     """Create ``path`` empty and 0600 (journals hold prompts and answers), or say why not.
 
@@ -315,8 +371,16 @@ def _make_private_file(path: Path, overwrite: bool) -> None:
     if path.exists() or path.is_symlink():
         if not overwrite:
             raise JournalError(f"journal {where!r} already exists (--force overwrites it)")
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        regular = _check_file_kind(path)
+        lock = _writer_lock(path) if regular else None  # refuses a running tickwork's
+        try:
+            if regular:
+                _check_journal(path)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+        finally:
+            if lock is not None:
+                os.close(lock)
     parent = path.parent
     if not parent.is_dir():
         raise JournalError(f"cannot create journal {where!r}: no directory {str(parent)!r}")

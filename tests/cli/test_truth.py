@@ -123,9 +123,22 @@ def test_journal_path_errors_name_the_reason_and_force_overwrites(tmp_path):
         assert done.returncode == 2 and reason in done.stderr, done.stderr
     journal = tmp_path / "run.db"
     journal.write_text("old")
+    # --force replaces a journal, never another file (it unlinked whatever was there: a
+    # device as root, a FIFO, the scenario being run).
+    refused = tickwork("run", "examples/quickstart.toml", "--journal", str(journal), "--force")
+    assert refused.returncode == 2 and "is not a tickwork journal" in refused.stderr
+    assert journal.read_text() == "old"
+    journal.unlink()
+    first = tickwork("run", "examples/quickstart.toml", "--journal", str(journal))
+    assert first.returncode == 0, first.stderr
     forced = tickwork("run", "examples/quickstart.toml", "--journal", str(journal), "--force")
     assert forced.returncode == 0, forced.stderr
     assert tickwork("replay", str(journal)).returncode == 0
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    refused = tickwork("run", "examples/quickstart.toml", "--journal", str(fifo), "--force")
+    assert refused.returncode == 2 and "is not a regular file" in refused.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
 EVIL = """

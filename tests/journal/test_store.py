@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Journal, JournalReader
+from runtime import Journal, JournalError, JournalReader
 from runtime.journal import store
 
 
@@ -47,3 +47,31 @@ def test_an_agent_state_holding_a_lone_surrogate_is_stored_and_read_back(tmp_pat
         "a1": {"result": "half \ud83d of a pair", "status": "complete"},
         "a2": {"result": "caf\u00e9"},
     }
+
+
+def test_overwrite_replaces_a_journal_and_nothing_else(tmp_path):
+    # It unlinked whatever was at the path: a device as root, a FIFO, the scenario file
+    # being run, a journal a running tickwork was writing.
+    import os
+
+    path = tmp_path / "run.db"
+    first = Journal.create(path)
+    try:
+        with pytest.raises(JournalError, match="is being written by a running tickwork"):
+            Journal.create(path, overwrite=True)
+    finally:
+        first.close()
+    assert path.exists()
+    Journal.create(path, overwrite=True).close()  # a journal: replaced
+    other = tmp_path / "scenario.toml"
+    other.write_text("[world]\n")
+    with pytest.raises(JournalError, match="exists and is not a tickwork journal"):
+        Journal.create(other, overwrite=True)
+    assert other.read_text() == "[world]\n"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(JournalError, match="is not a regular file"):
+        Journal.create(fifo, overwrite=True)
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    Journal.create(empty, overwrite=True).close()
