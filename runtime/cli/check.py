@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from runtime.errors import JournalError, ReplayDivergence, ScenarioError
 from runtime.journal import replay
 from runtime.scenario import Scenario, load_scenario
+from runtime.scenario.check import escape_controls
 
 __all__ = ["cmd_replay", "cmd_validate"]
 
@@ -48,7 +49,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 import_path=[os.getcwd(), *args.path],
             )
     except ReplayDivergence as exc:
-        print(f"tickwork: replay of {args.journal} diverged\n{exc}", file=sys.stderr)
+        print(escape_controls(f"tickwork: replay of {args.journal} diverged"), file=sys.stderr)
+        print("\n".join(map(escape_controls, str(exc).splitlines())), file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({"match": True, **_report_data(report)}, indent=2))
@@ -112,7 +114,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         except ScenarioError as exc:
             problems.extend(exc.problems)
             continue
-        print(f"{path}: ok ({_describe(scenario)})")
+        print(escape_controls(f"{path}: ok ({_describe(scenario)})"))
     if problems:
         raise ScenarioError(problems)
     return 0

@@ -23,6 +23,7 @@ from runtime.scenario import (
     recorded_scenario,
     spawn_agents,
 )
+from runtime.scenario.check import escape_controls
 from runtime.world import World
 
 __all__ = ["add_resume_command", "cmd_resume"]
@@ -131,7 +132,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     with signals_set(stop) as caught:
         world = make_world()
         print(
-            f"resumed {scenario.name} at tick {world.tick_count} ({label})",
+            escape_controls(f"resumed {scenario.name} at tick {world.tick_count} ({label})"),
             file=sys.stderr,
             flush=True,
         )

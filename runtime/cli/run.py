@@ -22,6 +22,7 @@ from runtime.cli.view import LiveView, RunStats, Summary, render_summary, summar
 from runtime.errors import TickLimitError
 from runtime.journal import Journal
 from runtime.scenario import Operator, Scenario, build_world, load_scenario, spawn_agents
+from runtime.scenario.check import escape_controls
 from runtime.world import World, sigint
 
 __all__ = [
@@ -192,7 +193,8 @@ def announce_backend(scenario: Scenario) -> None:
     if settings.lane_backend == "dask-local":
         print(f"starting {settings.workers} local dask workers...", file=sys.stderr)
     elif settings.lane_backend == "dask":
-        print(f"connecting to dask scheduler {settings.scheduler_address}...", file=sys.stderr)
+        address = escape_controls(str(settings.scheduler_address))
+        print(f"connecting to dask scheduler {address}...", file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

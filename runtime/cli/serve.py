@@ -146,7 +146,12 @@ def serve_world(
         with signals_set(stop) as caught:
             # Before the loop starts: its prompt notices come from the tick thread, and
             # after start() one could print first, even mid-line of this banner.
-            _say(f"serving {scenario.name} ({len(agents)} agents) on {state.socket} (Ctrl-C stops)")
+            _say(
+                escape_controls(
+                    f"serving {scenario.name} ({len(agents)} agents) on {state.socket}"
+                    " (Ctrl-C stops)"
+                )
+            )
             world.start()
             while not stop.wait(0.05):
                 if _all_terminal(world):

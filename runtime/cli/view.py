@@ -225,7 +225,7 @@ def render_summary(summary: Summary) -> RenderableType:
     if len(summary.errors) > SHOWN_ERRORS:
         more = len(summary.errors) - SHOWN_ERRORS
         table.add_row("", f"... and {more} more (--json lists them all)")
-    title = Text(f"{summary.scenario}: {summary.ended}")
+    title = Text(escape_controls(f"{summary.scenario}: {summary.ended}"))
     return Panel(table, title=title, title_align="left", expand=False)
 
 
@@ -286,7 +286,8 @@ class LiveView:
         prompts = Text(f"open prompts: {open_count}")
         first = world.hub.pending(limit=self._max_prompts)
         for agent_id, request in first:
-            prompts.append(f"\n  {request.id} ({agent_id}): {request.prompt[:60]}")
+            shown = escape_controls(request.prompt[:60])  # a model's or a tool's text, maybe
+            prompts.append(f"\n  {escape_controls(request.id)} ({agent_id}): {shown}")
         if open_count > len(first):
             prompts.append(f"\n  ... and {open_count - len(first)} more")
         lines = list(world.streams.latest_lines().items())[-self._max_prompts :]
@@ -304,7 +305,9 @@ class LiveView:
                 f"spawning agents: {self._spawned:,}/{self._spawning:,} · wall {elapsed:.1f} s"
             )
         body = Group(head, Text(""), agents, Text(""), lanes, backend, Text(""), prompts, streaming)
-        return Panel(body, title=self._title, title_align="left", expand=False)
+        # Text, not a str: rich reads a str title as markup ("demo[/bold]" raised).
+        title = Text(escape_controls(self._title))
+        return Panel(body, title=title, title_align="left", expand=False)
 
 
 _STYLE = {

@@ -35,3 +35,22 @@ def test_the_view_counts_every_open_prompt_and_lists_only_the_first_few():
     assert listed == ids[:3]  # the first three opened, in opening order
     assert "... and 5 more" in text
     assert asked == [3]  # never the whole open set, at every refresh
+
+
+def evil_asker(turn: Any) -> Generator[Any, Any, None]:
+    yield Ask(InteractionRequest.free_text("", "deploy? \x1b]0;PWNED\x07\x1b[41m[/red]"))
+
+
+def test_the_views_title_and_prompts_are_shown_as_text_and_escaped():
+    # A scenario named "demo[/bold]" failed the live view (rich read the title as markup),
+    # and a prompt's text (a model's or a tool's, through `{last}`) reached the terminal
+    # raw: an ESC sequence set its title and coloured it.
+    with World(clock=ManualClock(), interaction_timeout_secs=0) as world:
+        world.spawn(evil_asker)
+        world.run_until_idle(timeout=5.0)
+        console = Console(width=160, record=True, color_system=None)
+        console.print(LiveView(world, "tickwork run demo[/bold] \x1b[2J"))
+        text = console.export_text()
+    assert "demo[/bold] \\x1b[2J" in text
+    assert "deploy? \\x1b]0;PWNED\\x07\\x1b[41m[/red]" in text
+    assert "\x1b" not in text

@@ -96,6 +96,26 @@ MISTAKES = [
         " (did you mean {message}?)",
         id="unknown-placeholder",
     ),
+    # A format spec or conversion passed the check, then raised at run time (exit 70)
+    # or, `{i:>100000}` over 10^6 agents, filled memory.
+    pytest.param(
+        '[[agents]]\ncount = 2\nname = "w{i:{x}}"\nsteps = [{ finish = "x" }]\n',
+        "s.toml:7: agents[0].name: placeholder {i:{x}} must be a plain {name}: no format"
+        " spec, conversion, index or position",
+        id="nested-format-spec",
+    ),
+    pytest.param(
+        '[[agents]]\nmessage = "{i:>99999999999999999999}"\nsteps = [{ finish = "x" }]\n',
+        "s.toml:6: agents[0].message: placeholder {i:>99999999999999999999} must be a plain"
+        " {name}: no format spec, conversion, index or position",
+        id="huge-format-spec",
+    ),
+    pytest.param(
+        '[[agents]]\nsteps = [{ finish = "{message!r}" }]\n',
+        "s.toml:6: agents[0].steps[0].finish: placeholder {message!r} must be a plain {name}:"
+        " no format spec, conversion, index or position",
+        id="conversion",
+    ),
     pytest.param(
         '[[agents]]\nsteps = [{ think = "x", colour = "red" }]\n',
         "s.toml:6: agents[0].steps[0].colour: unknown key 'colour' in a think step",
