@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import gc
 import json
+import os
 import signal
 import sys
 import threading
@@ -19,7 +20,7 @@ from rich.live import Live
 
 from runtime.cli.observe import CommandTelemetry, check_metrics_address
 from runtime.cli.view import LiveView, RunStats, Summary, render_summary, summarize
-from runtime.errors import TickLimitError
+from runtime.errors import TickLimitError, TickworkError
 from runtime.journal import Journal
 from runtime.scenario import Operator, Scenario, build_world, load_scenario, spawn_agents
 from runtime.scenario.check import escape_controls
@@ -144,6 +145,14 @@ def short_collections() -> Iterator[None]:
         gc.callbacks.remove(freeze_survivors)
 
 
+def discard_journal(journal: Journal) -> None:
+    """Close ``journal`` and remove its files: a run refused before its first tick."""
+    journal.close()
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            os.unlink(f"{journal.path}{suffix}")
+
+
 def open_journal(path: str | None, scenario: Scenario, *, force: bool = False) -> Journal | None:
     """A new journal at ``path`` (None: no journal); ``force`` overwrites an existing file.
 
@@ -206,19 +215,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     # run at a tick boundary, so the journal always holds its header and whole ticks.
     with signals_set(stop) as caught:
         journal = open_journal(args.journal, scenario, force=args.force)
-        announce_backend(scenario)
-        world = build_world(scenario, journal=journal)
-        return run_world(
-            world,
-            scenario,
-            args,
-            title=f"tickwork run {scenario.name}",
-            journal=args.journal,
-            start=lambda view: spawn_agents(world, scenario, stop=stop, progress=view.spawned),
-            stop=stop,
-            caught=caught,
-            spawning=scenario.agent_count,
-        )
+        world = None
+        try:
+            announce_backend(scenario)
+            world = build_world(scenario, journal=journal)
+            return run_world(
+                world,
+                scenario,
+                args,
+                title=f"tickwork run {scenario.name}",
+                journal=args.journal,
+                start=lambda view: spawn_agents(world, scenario, stop=stop, progress=view.spawned),
+                stop=stop,
+                caught=caught,
+                spawning=scenario.agent_count,
+            )
+        except TickworkError:
+            # Refused before its first tick (a --metrics port taken, a Dask scheduler not
+            # there, a spawn refused): "nothing was run" leaves no journal behind either,
+            # or the same command, corrected, would be refused for the file.
+            if journal is not None and (world is None or world.tick_count == 0):
+                discard_journal(journal)
+            raise
 
 
 def run_world(

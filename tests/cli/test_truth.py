@@ -196,3 +196,28 @@ def test_every_subcommand_has_a_description_and_helped_positionals():
         for action in command._actions:
             if not action.option_strings:
                 assert action.help, f"{name} {action.dest}"
+
+
+def test_a_run_refused_before_its_first_tick_leaves_no_journal(tmp_path):
+    # "nothing was run" (exit 2) left the journal file behind, and the same command,
+    # corrected, was then refused: "journal already exists".
+    import socket
+
+    journal = tmp_path / "run.db"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = tickwork(
+            "run",
+            "examples/quickstart.toml",
+            "--quiet",
+            "--metrics",
+            f"127.0.0.1:{port}",
+            "--journal",
+            str(journal),
+        )
+    assert done.returncode == 2 and "cannot listen" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    again = tickwork("run", "examples/quickstart.toml", "--quiet", "--journal", str(journal))
+    assert again.returncode == 0, again.stderr
