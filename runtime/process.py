@@ -18,6 +18,7 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -148,20 +149,35 @@ def run_process(
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
+    # A callback already running as the run ends (the canceller's thread, between two
+    # callbacks) must not write once the pipe is closed: the descriptor may be another
+    # file's by then (another tool's wake pipe: a spurious kill).
+    wake_lock = threading.Lock()
+    wake_open = [True]
 
     def on_cancel(_token: CancelToken) -> None:
-        with contextlib.suppress(OSError):  # closed already: the run is over
-            os.write(wake_w, b"x")
+        with wake_lock:
+            if wake_open[0]:
+                with contextlib.suppress(OSError):
+                    os.write(wake_w, b"x")
 
     if cancel is not None:
         cancel.add_callback(on_cancel)
     try:
         ended, out, err = _wait(proc, wake_r, timeout, started, max_output)
+    except BaseException:
+        _kill_group(proc)  # a Ctrl-C, or any error in the wait: no child left running
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        raise
     finally:
         if cancel is not None:
             cancel.remove_callback(on_cancel)
-        os.close(wake_r)
-        os.close(wake_w)
+        with wake_lock:
+            wake_open[0] = False
+            os.close(wake_r)
+            os.close(wake_w)
     return ProcessResult(
         argv=argv,
         ended=ended,

@@ -111,3 +111,38 @@ def test_a_huge_timeout_waits_without_overflowing():
 
     result = run_process(["true"], timeout=1e300)
     assert result.ended is ProcessEnd.EXITED
+
+
+def test_an_error_in_the_wait_kills_the_childs_group(monkeypatch, tmp_path):
+    # A Ctrl-C (or any error) in the wait closed the pipes and left the child and its
+    # grandchildren running.
+    from runtime import process
+
+    pidfile = tmp_path / "grandchild.pid"
+    real_wait = process._wait
+
+    def interrupted(proc, *args):
+        deadline = time.monotonic() + 5
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(process, "_wait", interrupted)
+    started: list[int] = []
+    real_popen = process.subprocess.Popen
+
+    def popen(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        started.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(process.subprocess, "Popen", popen)
+    with pytest.raises(KeyboardInterrupt):
+        run_process(["sh", "-c", f"sleep 30 & echo $! > {pidfile}; wait"], timeout=60)
+    assert real_wait is not interrupted
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _alive(grandchild)
+    assert not _process_group_alive(started[0])

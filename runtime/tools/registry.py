@@ -299,7 +299,8 @@ def _invoke(fn: ToolFunction, name: str, call: ToolCall, ctx: ToolContext) -> To
         if ctx.cancel.cancelled:
             return None
         return ToolResult(call.id, error=f"Cancelled: {exc.reason}")  # not ours: an error
-    except Exception as exc:
+    except BaseException as exc:  # SystemExit, GeneratorExit...: this call's error alone
+        # (it failed the whole batch: calls that had done their work read as failed too)
         return ToolResult(call.id, error=f"{type(exc).__name__}: {exc}")
     try:
         # Settled here, on the lane: the world and a replay of its journal then see the same
@@ -307,4 +308,7 @@ def _invoke(fn: ToolFunction, name: str, call: ToolCall, ctx: ToolContext) -> To
         output = json_value(output)
     except NotJSON as exc:
         return ToolResult(call.id, error=f"tool {name!r} returned a non-JSON value: {exc}")
+    except Exception as exc:  # an output whose own iteration raised
+        error = f"tool {name!r} returned a value that raised {type(exc).__name__}: {exc}"
+        return ToolResult(call.id, error=error)
     return build_result(call.id, output, None)

@@ -397,3 +397,42 @@ def test_a_registry_and_the_built_in_tools_pickle():
     }
     assert run(copy, "echo", {"text": "hi"}).output["stdout"] == "hi\n"
     assert copy.try_get("sleep").timeout == 9.0
+
+
+@pytest.mark.parametrize(
+    "raised", [SystemExit(3), GeneratorExit("gone"), KeyboardInterrupt("stop")], ids=repr
+)
+def test_a_base_exception_from_one_tool_is_that_calls_error_alone(raised):
+    # It failed the whole batch: the call before it, which had done its work (a payment),
+    # read as failed too, and the call after it as well, though it never ran.
+    tools = ToolRegistry()
+    paid: list[str] = []
+
+    @tools.tool()
+    def pay(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        paid.append(ctx.agent_id)
+        return "paid"
+
+    @tools.tool()
+    def leave(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        raise raised
+
+    class Unlistable(list):  # a list whose own iteration raises
+        def __iter__(self):
+            raise RuntimeError("iter boom")
+
+    @tools.tool()
+    def odd(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        return Unlistable()
+
+    calls = [
+        ToolCall("c1", "pay"),
+        ToolCall("c2", "leave"),
+        ToolCall("c3", "odd"),
+        ToolCall("c4", "pay"),
+    ]
+    results = tools.run_batch(calls, agent_id="a1", cancel=CancelToken())
+    assert results[0] == ToolResult("c1", "paid") and results[3] == ToolResult("c4", "paid")
+    assert results[1].error == f"{type(raised).__name__}: {raised}"
+    assert results[2].error == "tool 'odd' returned a value that raised RuntimeError: iter boom"
+    assert paid == ["a1", "a1"]
