@@ -87,7 +87,7 @@ def _ending(world: World, ended: str) -> str:
 
 @contextlib.contextmanager
 def signals_set(stop: threading.Event, world: World | None = None) -> Iterator[list[str]]:
-    """SIGINT and SIGTERM set ``stop`` (and wake ``world``); a second SIGINT aborts.
+    """SIGINT, SIGTERM and SIGHUP set ``stop`` (and wake ``world``); a second SIGINT aborts.
 
     Inside `sigint.abandoning()` (``run_world``'s run) the first one also raises
     ``KeyboardInterrupt`` at once, abandoning the tick in progress (see `runtime.world.sigint`).
@@ -111,7 +111,10 @@ def signals_set(stop: threading.Event, world: World | None = None) -> Iterator[l
         if not (caught and isinstance(report.exc_value, KeyboardInterrupt)):
             hook(report)
 
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP too (the terminal closed, the ssh session dropped): its default ended the
+    # process at once, and the tools' commands, in sessions of their own, ran on.
+    stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, handle) for sig in stopping}
     hook, sys.unraisablehook = sys.unraisablehook, unraisable
     try:
         yield caught

@@ -301,7 +301,9 @@ def test_serve_respond_send_interrupt_and_cancel_end_to_end(state_dir, tmp_path)
     assert replayed.returncode == 0 and replayed.stdout.startswith("replay matched")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"]
+)
 def test_serve_shuts_down_cleanly_on_a_signal(sig, state_dir, tmp_path):
     journal = tmp_path / "serve.db"
     serve = Serve(
