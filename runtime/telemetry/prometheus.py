@@ -134,8 +134,10 @@ def serve_metrics(world: World, address: str, *, name: str = "address") -> Metri
     GCCollector(registry=registry)
     try:
         httpd, thread = start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
+    except (OSError, UnicodeError, ValueError) as exc:
+        # UnicodeError: a host name IDNA cannot encode ("a..b", a label past 63 bytes),
+        # raised by the name's lookup (it was an internal error, exit 70).
+        reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
         raise ConfigError(f"`{name}` cannot listen on {address!r}: {reason}") from None
     world.record_metrics()
     return MetricsServer(httpd, thread)

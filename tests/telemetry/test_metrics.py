@@ -153,6 +153,10 @@ def test_serve_metrics_answers_over_http_and_a_taken_port_is_a_clear_error(make_
         assert ("tickwork_prompts_open", ()) in body
         with pytest.raises(ConfigError, match=r"cannot listen on '127\.0\.0\.1:"):
             serve_metrics(world, f"127.0.0.1:{server.port}")
+    # A host name IDNA cannot encode raised UnicodeError from its lookup: exit 70.
+    for host in ("a..b", "x" * 64 + ".example"):
+        with pytest.raises(ConfigError, match=f"cannot listen on '{host}:0'"):
+            serve_metrics(world, f"{host}:0")
 
 
 # -- the command line ----------------------------------------------------------------
