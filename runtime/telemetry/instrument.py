@@ -13,7 +13,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, WorldClosedError
+from runtime.lane.values import shown
 from runtime.world import Probe, World
 
 if TYPE_CHECKING:
@@ -52,15 +53,18 @@ def tracing_configured() -> bool:
 
 class Telemetry:
     """What ``instrument`` switched on for one world; ``close()`` detaches the tracing probe
-    and ends its open spans (metric recording stays on: the figures keep counting)."""
+    it attached and ends its open spans (metric recording stays on: the figures keep
+    counting). A probe that was there already (the host's, for its global provider) stays:
+    a library's scoped ``with instrument(world):`` took the host's tracing away."""
 
-    def __init__(self, world: World, tracing: Tracing | None) -> None:
+    def __init__(self, world: World, tracing: Tracing | None, *, owned: bool = True) -> None:
         self.world = world
         self.tracing = tracing
+        self._owned = owned
 
     def close(self) -> None:
         tracing, self.tracing = self.tracing, None
-        if tracing is not None:
+        if tracing is not None and self._owned:
             self.world.remove_probe(tracing)
             tracing.close()
 
@@ -90,9 +94,18 @@ def instrument(
     ``TracerProvider`` (default: the global one the host set, a no-op until it sets one).
     ``metrics`` switches on ``world.record_metrics()``.
 
+    Called again for the same provider, it hands back the probe already attached (every
+    span once, never twice).
+
     Raises:
         ConfigError: ``traces=True`` and ``opentelemetry-api`` is not installed.
+        TypeError: ``world`` is not a `World`.
+        WorldClosedError: the world is closed.
     """
+    if not isinstance(world, World):
+        raise TypeError(f"instrument takes a World, got {shown(world)}")
+    if world.closed:
+        raise WorldClosedError("the world is closed: there is nothing to instrument")
     if traces is None:
         traces = tracing_available()
     elif traces and not tracing_available():
@@ -105,12 +118,15 @@ def instrument(
     if traces:
         from runtime.telemetry.tracing import Tracing
 
-        attached = [p for p in world.probes() if isinstance(p, Tracing)]
-        if tracer_provider is None and attached:
-            tracing = attached[0]  # the world already traces to the host's global provider
-        else:
-            tracing = Tracing(tracer_provider)
-            world.add_probe(tracing)
+        attached = [
+            p
+            for p in world.probes()
+            if isinstance(p, Tracing) and p.tracer_provider is tracer_provider
+        ]
+        if attached:  # the world traces to that provider already: the same spans, once
+            return Telemetry(world, attached[0], owned=False)
+        tracing = Tracing(tracer_provider)
+        world.add_probe(tracing)
     return Telemetry(world, tracing)
 
 

@@ -82,6 +82,7 @@ class Tracing:
     guarded = True  # it guards every hook itself: the tick calls it without a wrapper
 
     def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+        self.tracer_provider = tracer_provider  # None: the global one (`instrument` matches)
         self._tracer: Tracer = trace.get_tracer(
             "tickwork", __version__, tracer_provider=tracer_provider
         )

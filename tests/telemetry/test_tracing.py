@@ -513,3 +513,31 @@ def test_a_host_probe_that_raises_is_logged_and_the_tick_goes_on(make_world, hoo
     assert [world.result(a) for a in agents] == ["ok", "ok", "ok"]
     assert f"probe bug in {hook}" in caplog.text
     assert world.probes() == (probe,)
+
+
+def test_instrumenting_twice_traces_once_and_a_scoped_instrument_leaves_others_probes(
+    make_world, spans
+):
+    # Twice for one provider attached two probes (every span twice); and a `with
+    # instrument(world):` handed back a probe already there, then took it away at its end.
+    from runtime import WorldClosedError
+
+    provider, exporter = spans
+    world = make_world(models={"default": ScriptedModel(["ok"])})
+    first = instrument(world, tracer_provider=provider)
+    with instrument(world, tracer_provider=provider) as again:
+        assert again.tracing is first.tracing
+    assert world.probes() == (first.tracing,)  # the scoped one took nothing away
+    world.spawn(helper, "x")
+    world.run_until_idle()
+    assert sorted(s.name for s in exporter.get_finished_spans()) == [
+        "tickwork.think",
+        "tickwork.turn",
+    ]
+    first.close()
+    assert world.probes() == ()
+    world.close()
+    with pytest.raises(WorldClosedError):
+        instrument(world, tracer_provider=provider)
+    with pytest.raises(TypeError, match="instrument takes a World, got 'not a world'"):
+        instrument("not a world")  # type: ignore[arg-type]
