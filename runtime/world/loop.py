@@ -26,6 +26,7 @@ from collections.abc import Callable
 from runtime.clock import Clock, ManualClock
 from runtime.errors import ConfigError, TickLimitError
 from runtime.hub import InteractionHub
+from runtime.lane.tool_lane import ToolLane
 from runtime.lane.values import shown
 from runtime.wake import Wake
 from runtime.world.lockstep import Lockstep
@@ -52,6 +53,8 @@ class RunLoop:
     clock: Clock
     wake: Wake
     hub: InteractionHub
+    lane: ToolLane
+    inference_lane: ToolLane
     _state: WorldState
     _timers: HostTimers
     _lockstep: Lockstep | None
@@ -96,7 +99,8 @@ class RunLoop:
         Work in flight on a lane is waited for (parked on the wake, not spinning). With a
         ``ManualClock`` and ``skip_time``, time jumps to the next sleep or prompt deadline
         when nothing else can move (like trio's autojump clock); with a real clock the
-        wait for a sleeper is real, and open prompts alone end the run (they need a person).
+        wait for a sleeper is real, and open prompts alone end the run (they need a person),
+        also when a tool asked them (its job parked on the lane).
 
         Raises:
             TickLimitError: ``max_ticks`` ticks ran, or ``timeout`` seconds of real time
@@ -188,7 +192,11 @@ class RunLoop:
         prompt = self.hub.next_deadline()
         if self._lockstep is not None:
             timer = _earliest(timer, self._lockstep.next_due())
-        elif state.lane_waiting:
+        elif state.lane_waiting and not self._parked_only():
+            # Lane work runs: wait for it. Work that only waits on a person (tools that
+            # asked, their jobs parked) is waited for as open prompts are, below: a run
+            # ends on it, a virtual clock jumps to its deadline (it waited out the timeout
+            # for good, and a host that answers once `run_until_idle` returns hung).
             nearest = min((d for d in (timer, prompt) if d is not None), default=None)
             if nearest is None or clock.virtual:
                 return REDRIVE_SECS
@@ -204,6 +212,22 @@ class RunLoop:
             return None
         nearest = min(d for d in (timer, prompt) if d is not None)
         return max(0.0, nearest - clock.now())
+
+    def _parked_only(self) -> bool:
+        """Whether the lanes' only work in flight is parked on prompts still open: every
+        agent with lane work has a prompt open (as the tick thread last applied them: an
+        answered one's job may not have left its parking yet), and no job is queued or
+        running."""
+        for rec in self._state.lane_waiting.values():
+            if not rec.prompts:
+                return False
+        parked = 0
+        for lane in (self.lane, self.inference_lane):
+            stats = lane.stats()
+            if stats.queued or stats.busy:
+                return False
+            parked += stats.parked
+        return parked > 0
 
     def start(self) -> None:
         """Run the loop on a background thread until ``stop()`` or ``close()``.

@@ -436,3 +436,33 @@ def test_a_base_exception_from_one_tool_is_that_calls_error_alone(raised):
     assert results[1].error == f"{type(raised).__name__}: {raised}"
     assert results[2].error == "tool 'odd' returned a value that raised RuntimeError: iter boom"
     assert paid == ["a1", "a1"]
+
+
+@pytest.mark.parametrize("virtual", [False, True], ids=["real-clock", "virtual-clock"])
+def test_run_until_idle_treats_a_prompt_a_tool_opened_as_an_ask(virtual):
+    # Its job in flight kept `run_until_idle` waiting for lane work: until its timeout
+    # (TickLimitError) or, without one, the hub's hour; a host answering prompts once it
+    # returned hung. Now it ends the run on a real clock, and a virtual clock jumps to
+    # the prompt's deadline (it expires, as an `Ask`'s does).
+    from runtime import CallTools, ManualClock, MonotonicClock, World
+
+    tools = ToolRegistry()
+    tools.add(AskUserTool())
+
+    def via_tool(turn):
+        (result,) = yield CallTools(ToolCall("c1", "ask_user", {"prompt": "name?"}))
+        return result.output if result.ok else result.error
+
+    clock = ManualClock() if virtual else MonotonicClock()
+    with World(clock=clock, tools=tools, interaction_timeout_secs=30) as world:
+        agent = world.spawn(via_tool)
+        world.run_until_idle(timeout=10)
+        if virtual:
+            assert world.status(agent).kind.value == "complete"  # the prompt expired at 30 s
+            assert world.now >= 30
+        else:
+            assert world.status(agent).kind.value == "waiting"
+            (opened,) = world.hub.pending()
+            world.hub.answer(InteractionResponse.text(opened[1].id, "Ada"))
+            world.run_until_idle(timeout=10)
+            assert world.result(agent) == "Ada"
