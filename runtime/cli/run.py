@@ -303,8 +303,10 @@ def run_world(
             digest=not half_ticked,
         )
     finally:
-        telemetry.close()
-        world.close()  # cancels anything still in flight and closes the journal
+        try:
+            telemetry.close()
+        finally:
+            world.close()  # cancels anything still in flight and closes the journal
     summary.extra["scenario_agents"] = scenario.agent_count
     print_summary(summary, args.json, _open_prompt_hint(summary))
     return exit_status(summary, caught)

@@ -102,6 +102,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve_world(make_world, scenario, args, journal=args.journal, start=spawn_agents)
 
 
+def _close_all(
+    server: ControlServer | None,
+    telemetry: CommandTelemetry | None,
+    world: World | None,
+    state: StateDir,
+) -> None:
+    """Close what a serve opened, each whatever the one before raised."""
+    try:
+        if server is not None:
+            server.close()
+        if telemetry is not None:
+            telemetry.close()
+    finally:
+        try:
+            if world is not None:
+                world.close()  # cancels in-flight work, settles prompts, closes the journal
+        finally:
+            state.release(remove=True)
+
+
 def serve_world(
     make_world: Callable[[], World],
     scenario: Scenario,
@@ -168,13 +188,7 @@ def serve_world(
             journal=journal,
         )
     finally:
-        if server is not None:
-            server.close()
-        if telemetry is not None:
-            telemetry.close()
-        if world is not None:
-            world.close()  # cancels in-flight work, settles prompts, closes the journal
-        state.release(remove=True)
+        _close_all(server, telemetry, world, state)
     summary.extra["scenario_agents"] = scenario.agent_count
     print_summary(summary, args.json)
     return exit_status(summary, caught)

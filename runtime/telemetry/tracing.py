@@ -93,8 +93,8 @@ class Tracing:
     # -- the probe -----------------------------------------------------------------------
 
     def applied(self, inputs: list[tuple[int, object]]) -> None:
-        try:
-            for _seq, item in inputs:
+        for _seq, item in inputs:  # each alone: one failure leaves the others' spans
+            try:
                 cls = type(item)
                 if cls is ToolOutcome:
                     self._outcome(item)  # type: ignore[arg-type]
@@ -104,8 +104,8 @@ class Tracing:
                     self._opened(item)  # type: ignore[arg-type]
                 elif cls is EffectFailed:
                     self._effect_failed(item)  # type: ignore[arg-type]
-        except Exception:
-            self._log()
+            except Exception:
+                self._log()
 
     def turn_started(self, rec: AgentRecord) -> None:
         try:
@@ -281,10 +281,15 @@ class Tracing:
 
 
 def _end(span: Span, outcome: str, error: str = "") -> None:
-    span.set_attribute("tickwork.outcome", outcome)
-    if outcome == "error":
-        span.set_status(Status(StatusCode.ERROR, error))
-    span.end()
+    # Guarded: a span processor whose `on_end` raises (the SDK calls it in `end`) must not
+    # leave the other spans of a turn, or of a `close`, open.
+    try:
+        span.set_attribute("tickwork.outcome", outcome)
+        if outcome == "error":
+            span.set_status(Status(StatusCode.ERROR, error))
+        span.end()
+    except Exception:
+        log.debug("a span could not be ended", exc_info=True)
 
 
 def _end_turn(turn: _Turn, outcome: str, message: str) -> None:

@@ -132,8 +132,14 @@ class MetricsRecorder:
             if cls is ToolOutcome:
                 assert isinstance(item, ToolOutcome)
                 results = item.results
-                # A model call's one result carries the call's own id (see LiveEffects).
-                if len(results) == 1 and results[0].call_id == item.batch_id:
+                # A model call's one result carries the call's own id (see LiveEffects), a
+                # ref minted "<agent>/t<n>/m<k>": a tool call of one batch may carry its
+                # batch's id too (a host's choice), which counted it as a model call.
+                if (
+                    len(results) == 1
+                    and results[0].call_id == item.batch_id
+                    and item.batch_id.rpartition("/")[2][:1] == "m"
+                ):
                     self.model_seconds.observe(item.elapsed)
                     self._count_tokens(results[0].output)
                 else:

@@ -353,3 +353,18 @@ def test_a_taken_metrics_port_is_exit_2_and_nothing_runs(scenario, make_world):
     assert "`--metrics` cannot listen on" in done.stderr
     assert done.stdout == ""
     assert os.path.exists(scenario)
+
+
+def test_a_one_call_batch_whose_call_has_the_batch_id_is_counted_as_tools(make_world):
+    # A model call was told by its result's id equal to its batch's: a one-call tool
+    # batch whose call a host named after the batch id counted as a model call.
+    def one_call(turn):
+        yield CallTools(ToolCall(f"{turn.agent_id}/t1/b1", "echo", {"x": 1}))
+        return "done"
+
+    world = make_world(tools=_echo_tools())
+    world.record_metrics()
+    world.spawn(one_call)
+    world.run_until_idle()
+    figures = world.metrics()
+    assert (figures.model_seconds.count, figures.tool_seconds.count) == (0, 1)

@@ -541,3 +541,28 @@ def test_instrumenting_twice_traces_once_and_a_scoped_instrument_leaves_others_p
         instrument(world, tracer_provider=provider)
     with pytest.raises(TypeError, match="instrument takes a World, got 'not a world'"):
         instrument("not a world")  # type: ignore[arg-type]
+
+
+def test_a_span_processor_that_raises_on_end_leaves_no_other_span_open(make_world):
+    # One failure in `applied` abandoned the rest of that tick's inputs (other agents'
+    # spans never ended), and `close()` raised, leaving its other spans open.
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    ended: list[str] = []
+
+    class Raising(SpanProcessor):
+        def on_end(self, span):
+            ended.append(span.name)
+            raise RuntimeError("processor bug")
+
+    provider = TracerProvider()
+    provider.add_span_processor(Raising())
+    world = make_world(models={"default": ScriptedModel(["a", "b", "c"])})
+    telemetry = instrument(world, tracer_provider=provider)
+    for n in range(3):
+        world.spawn(helper, str(n))
+    world.run_until_idle()
+    assert sorted(ended) == ["tickwork.think"] * 3 + ["tickwork.turn"] * 3
+    assert telemetry.tracing is not None and telemetry.tracing.open_spans() == 0
+    telemetry.close()  # does not raise
+    provider.shutdown()
