@@ -261,7 +261,9 @@ class Checker:
         with _importable(self.base_dir):
             try:
                 obj: Any = importlib.import_module(module_name)
-            except Exception as exc:  # any import failure is the scenario's problem
+            except (Exception, SystemExit) as exc:  # any import failure is the scenario's
+                # problem: a module that calls sys.exit() at import ended `validate` with
+                # exit 0 and nothing said
                 self.problem(path, f"cannot import {value!r}: {type(exc).__name__}: {exc}")
                 return None
         for attr in attrs.split("."):

@@ -479,3 +479,13 @@ def test_python_tools_and_behaviours_import_from_beside_the_scenario(tmp_path):
         assert world.result(agent) == "slept"
     finally:
         world.close()
+
+
+def test_a_module_that_exits_at_import_is_a_problem_not_a_silent_success(tmp_path):
+    # `sys.exit(0)` at import ended `tickwork validate` with exit 0 and nothing printed,
+    # and the files after it were never checked.
+    (tmp_path / "exits_at_import.py").write_text("import sys\nsys.exit(0)\n")
+    (tmp_path / "s.toml").write_text('[[agents]]\nbehaviour = "exits_at_import:fn"\n')
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(tmp_path / "s.toml")
+    assert "cannot import 'exits_at_import:fn': SystemExit: 0" in caught.value.problems[0]
