@@ -35,7 +35,10 @@ class ApplyInputs(esper.Processor):
 
     def process(self, state: WorldState) -> None:
         outcomes = state.outcomes
-        for seq, item in state.inputs:
+        inputs = state.inputs
+        if state.forgets_at_once:  # a replay's: they were released before the live tick
+            _forget_at_once(state, inputs)
+        for seq, item in inputs:
             cls = type(item)
             if cls is SpawnAgent:
                 self._spawn(state, item)  # type: ignore[arg-type]
@@ -145,8 +148,20 @@ def _interrupt(state: WorldState, rec: AgentRecord, item: InterruptAgent) -> Non
 
 
 def _forget(state: WorldState, rec: AgentRecord, item: ForgetAgent) -> None:
-    if rec.status.kind.is_terminal:  # refused at the call otherwise; never revived since
-        state.to_forget.append(rec)
+    if rec.status.kind.is_terminal and not item.at_once:  # refused at the call otherwise
+        state.to_forget.append(rec)  # released at the tick's end, live and replayed
+
+
+def _forget_at_once(state: WorldState, inputs: list[tuple[int, object]]) -> None:
+    """Release the agents the live run released at the `forget` call, between ticks: before
+    any input of this tick is applied, earlier ones included (a pause queued before the
+    `forget` found the agent gone live, and paused its children in the replay only)."""
+    release = None if state.release_now is None else state.release_now()
+    for _seq, item in inputs:
+        if item.__class__ is ForgetAgent and item.at_once:
+            rec = state.records.get(item.agent_id)
+            if rec is not None and rec.status.kind.is_terminal and release is not None:
+                release(rec)
 
 
 _COMMANDS: dict[type, Callable[[WorldState, AgentRecord, Any], None]] = {

@@ -175,7 +175,12 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], dict[str, Any]]]] = {
             else {"agent_id": i.agent_id, "ref": i.ref, "partial": i.partial}
         ),
     ),
-    ForgetAgent: ("forget", lambda i: {"agent_id": i.agent_id}),
+    ForgetAgent: (
+        "forget",
+        lambda i: (
+            {"agent_id": i.agent_id, "at_once": True} if i.at_once else {"agent_id": i.agent_id}
+        ),
+    ),
     EffectFailed: (
         "effect_failed",
         lambda i: {
@@ -235,7 +240,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], object]] = {
     "resume": lambda d: ResumeAgent(d["agent_id"]),
     "cancel": lambda d: CancelAgent(d["agent_id"], d["reason"]),
     "interrupt": lambda d: InterruptAgent(d["agent_id"], d.get("ref", ""), d.get("partial")),
-    "forget": lambda d: ForgetAgent(d["agent_id"]),
+    "forget": lambda d: ForgetAgent(d["agent_id"], d.get("at_once", False)),
     "effect_failed": lambda d: EffectFailed(d["agent_id"], d["ref"], d["error"], d["error_type"]),
     # Through the builders the lane uses (every field, positionally): a replay decodes
     # one outcome per batch the recording ran; `_check_shape` checks them after.

@@ -32,7 +32,7 @@ from runtime.tools import ToolRegistry
 from runtime.world import Behavior, World
 from runtime.world.digest import agent_text
 from runtime.world.host_data import field_names
-from runtime.world.inputs import AddEntity, ComponentData, SpawnAgent
+from runtime.world.inputs import AddEntity, ComponentData, ForgetAgent, SpawnAgent
 
 __all__ = [
     "ReplayEffects",
@@ -213,14 +213,21 @@ def replay_ticks(
         # one's: dropped, or a resumed world would apply it twice. What the last tick
         # posts stays, for the live run's first tick, as it would have without the crash.
         inbox.drain()
+        at_once = False
         for _seq, item in tick.inputs:
             cls = item.__class__
-            if cls is SpawnAgent:
+            if cls is ForgetAgent:
+                at_once = at_once or item.at_once  # type: ignore[attr-defined]
+            elif cls is SpawnAgent:
                 minted = _followed_mint(minted, spawned, item.agent_id)  # type: ignore[attr-defined]
             elif cls is AddEntity:  # minted by the recorded run's host code
                 world._host_id_taken(item.entity)  # type: ignore[attr-defined]
         changed: list[tuple[str, str]] = []
-        report = world._tick(tick.inputs, tick.now, changed)
+        world._state.forgets_at_once = at_once
+        try:
+            report = world._tick(tick.inputs, tick.now, changed)
+        finally:
+            world._state.forgets_at_once = False
         inputs += len(tick.inputs)
         if report.digest != tick.digest:
             assert report.digest is not None

@@ -214,7 +214,7 @@ class AgentAPI:
                 self._release(rec)
             # Applied at the start of the next tick: a no-op when released here (the record
             # is gone), else the release, as in a replay, before any digest is compared.
-            self._inbox.put(ForgetAgent(agent_id))
+            self._inbox.put(ForgetAgent(agent_id, not during_tick))
 
     def call_at(self, when: float, fn: Callable[[], object]) -> None:
         """Run ``fn()`` on the tick thread at the first tick whose time is >= ``when``.

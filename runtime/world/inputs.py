@@ -123,9 +123,17 @@ class InterruptAgent:
 
 @dataclass(frozen=True, slots=True)
 class ForgetAgent:
-    """Release a finished agent entirely (entity, record, history): ``world.forget``."""
+    """Release a finished agent entirely (entity, record, history): ``world.forget``.
+
+    ``at_once``: the live run released it at the call, between two ticks, so a replay
+    releases it as this input is applied, at the start of its tick, not at the tick's end
+    (where a release asked for during a tick happens, live and replayed): a join or a host
+    system of that tick saw the agent in the replay only. Journals written before it
+    existed hold none (False).
+    """
 
     agent_id: str
+    at_once: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import random
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -448,6 +449,10 @@ class WorldState:
         self.keep_finished = keep_finished
         self.finished: deque[AgentRecord] = deque()
         self.to_forget: list[AgentRecord] = []
+        # Releases a finished agent now (the world's `_release`): a replayed `forget` that
+        # the live run released between ticks (`ForgetAgent.at_once`).
+        self.release_now: weakref.WeakMethod[Callable[[AgentRecord], None]] | None = None
+        self.forgets_at_once = False  # this (replayed) tick's inputs hold such a forget
         self.effects = effects
         self.behaviors = behaviors
         self.tick = 0

@@ -174,12 +174,17 @@ class TickMachine:
             lockstep.release(now)
         deferring = ident == _MAIN_THREAD and sigint.enter()
         try:
-            inputs = self._inbox.drain()
-            if lockstep is None and len(inputs) == 1 and self._settling:
-                report = self._settle_tick(inputs)
-                if report is not None:
-                    return report
-            return self._tick(inputs, now)
+            # The drain under the tick's lock: a command that acts at its call under that
+            # lock (`forget` between ticks releases at once) lands before this tick's
+            # inputs are taken or after its end, never between the two (where the live
+            # tick went without the agent its journaled inputs still held).
+            with self._lock:
+                inputs = self._inbox.drain()
+                if lockstep is None and len(inputs) == 1 and self._settling:
+                    report = self._settle_tick(inputs)
+                    if report is not None:
+                        return report
+                return self._tick(inputs, now)
         finally:
             try:
                 if self._close_after_tick is not None:  # `close()` asked for during the tick

@@ -208,6 +208,9 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
             keep_finished=keep_finished,
         )
         self._host = self._state.host = HostECS(self._state)
+        # Weakly: nothing below the World may refer back to it (esper's global map reaches
+        # the state, and an unclosed World would live as long as the process).
+        self._state.release_now = weakref.WeakMethod(self._release)
         self._lock = threading.RLock()  # held by a tick and by reads: whole ticks only
         # Guards the agent ids: `_pending_ids` and the adding and dropping of records.
         self._ids_lock = self._state.ids_lock

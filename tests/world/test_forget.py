@@ -228,3 +228,81 @@ def test_cancel_takes_a_string_reason_and_commands_take_string_ids(make_world):
         world.cancel(agent, ["x"])
     with pytest.raises(UnknownAgentError, match=r"unknown agent \['a1'\]: an agent id is a string"):
         world.pause(["a1"])
+
+
+def done_at_once(turn):
+    return "c"
+    yield
+
+
+def joins_late(turn):
+    child = yield Spawn(done_at_once)
+    yield Sleep(3)
+    try:
+        result = yield Join(child)
+    except UnknownAgentError as exc:
+        result = f"unknown: {exc}"
+    return result
+
+
+def test_a_forget_between_ticks_replays_where_the_live_run_released_the_agent(tmp_path):
+    # Live, a `forget` between two ticks releases at the call; its replay released at the
+    # end of the next tick, so a Join in that tick found the child in the replay only
+    # ("unknown" live), and the journal did not replay.
+    path = tmp_path / "run.db"
+    clock = ManualClock()
+    with World(clock=clock, journal=Journal.create(path)) as world:
+        world.spawn(joins_late, agent_id="p")
+        for _ in range(4):
+            clock.advance(1)
+            world.tick()
+        world.forget("p.1")  # between ticks 4 and 5
+        for _ in range(3):
+            clock.advance(1)
+            world.tick()
+        live = world.result("p")
+    assert live.startswith("unknown: cannot join unknown agents ['p.1']")
+    assert replay(path).ticks == 7
+
+
+def test_a_forget_from_another_thread_never_lands_between_a_ticks_drain_and_body(
+    tmp_path, monkeypatch
+):
+    # The tick drained its inputs before it took the world's lock: a `forget` in between
+    # released the agent in that tick while its input went to the next, and the journal's
+    # digest of that tick could not be replayed.
+    import threading
+
+    from runtime.world.inputs import Inbox
+
+    path = tmp_path / "run.db"
+    world = World(clock=ManualClock(), journal=Journal.create(path))
+    try:
+        agent = world.spawn(short, 0)
+        world.run_until_idle(max_ticks=20)
+        drained, release = threading.Event(), threading.Event()
+        real_drain = Inbox.drain
+        gate = [world._inbox]
+
+        def slow_drain(self, limit=None):
+            items = real_drain(self, limit)
+            if gate and self is gate[0]:
+                gate.clear()  # once: the tick below
+                drained.set()
+                assert release.wait(10)
+            return items
+
+        monkeypatch.setattr(Inbox, "drain", slow_drain)
+        ticker = threading.Thread(target=world.tick)
+        ticker.start()
+        assert drained.wait(10)
+        forgetter = threading.Thread(target=world.forget, args=(agent,))
+        forgetter.start()
+        forgetter.join(0.2)  # it waits for the tick's lock now
+        release.set()
+        ticker.join(10)
+        forgetter.join(10)
+        world.tick()
+    finally:
+        world.close()
+    assert replay(path).ticks == world.tick_count
