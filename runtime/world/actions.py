@@ -210,6 +210,13 @@ _ZERO: object = 0  # the int 0 (CPython shares small ints, so `is` finds it)
 _SLEEP_0 = _new_object(Sleep)
 _set_seconds(_SLEEP_0, 0)
 
+RESERVED_ACTIONS: dict[type, str] = {
+    cls: "a built-in action" for cls in (Think, CallTools, Ask, Sleep, Spawn, Join)
+}
+"""Action types no host handler may take, each with what it is (`add_action` refuses them).
+`runtime.world.resource` adds its ``Acquire``, ``Release`` and ``Use`` (the step takes
+them once a `Resource` exists: a host's handler would never be called)."""
+
 C = TypeVar("C")
 
 Action: TypeAlias = Think | CallTools | Ask | Sleep | Spawn | Join

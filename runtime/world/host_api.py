@@ -201,19 +201,13 @@ class HostAPI:
                 resources' ``Acquire``, ``Release`` and ``Use`` too), or already has a
                 handler; ``handler`` is not callable.
         """
-        from runtime.world.actions import Ask, CallTools, Join, Sleep, Spawn, Think
-        from runtime.world.resource import Acquire, Release, Use
+        from runtime.world.actions import RESERVED_ACTIONS
 
         if not isinstance(action_type, type):
             raise ConfigError(f"`action_type` must be a class, got {action_type!r}")
-        if action_type in (Think, CallTools, Ask, Sleep, Spawn, Join):
-            raise ConfigError(f"`action_type` {action_type.__name__} is a built-in action")
-        if action_type in (Acquire, Release, Use):
-            # The step takes them once a `Resource` exists: a handler of the host's own
-            # would never be called.
-            raise ConfigError(
-                f"`action_type` {action_type.__name__} is a built-in action of `runtime.Resource`"
-            )
+        reserved = RESERVED_ACTIONS.get(action_type)
+        if reserved is not None:
+            raise ConfigError(f"`action_type` {action_type.__name__} is {reserved}")
         self._set_action(action_type, handler)
 
     def _set_action(

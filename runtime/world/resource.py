@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 from components import Phase, TurnState
 from runtime.errors import ConfigError
 from runtime.lane.values import shown
+from runtime.world.actions import RESERVED_ACTIONS
 from runtime.world.context import PENDING, SystemContext
 from runtime.world.inputs import CancelAgent, InterruptAgent
 from runtime.world.resource_steps import _MAX, StepRules, hold_problem, plain_name
@@ -131,6 +132,9 @@ _set_acquired = Acquire.__dict__["resource"].__set__
 _set_released = Release.__dict__["resource"].__set__
 _set_used = Use.__dict__["resource"].__set__
 _set_seconds = Use.__dict__["seconds"].__set__
+RESERVED_ACTIONS.update(
+    (cls, "a built-in action of `runtime.Resource`") for cls in (Acquire, Release, Use)
+)
 
 
 @dataclass(slots=True)

@@ -176,22 +176,14 @@ def test_a_tool_batch_pickles_and_its_copy_cannot_reach_the_hub(make_world):
 def test_ask_user_on_the_thread_lane_still_asks_through_the_hub(make_world):
     tools = ToolRegistry()
     tools.add(AskUserTool())
-    # Not lockstep: there a job waiting on a person lets virtual time skip to the prompt's
-    # expiry, which would race the answer from the helper thread.
-    world = make_world(tools=tools, lockstep=False)
+    # No deadline: a job waiting on a person ends `run_until_idle` as an open prompt does
+    # (with one, virtual time would skip to its expiry), and the test answers it then.
+    world = make_world(tools=tools, lockstep=False, interaction_timeout_secs=0)
     agent = world.spawn(ask_through_a_tool, "colour?")
-
-    def answer() -> None:
-        deadline = time.monotonic() + WAIT
-        while not world.hub.pending() and time.monotonic() < deadline:
-            time.sleep(0.005)
-        for _, request in world.hub.pending():
-            world.hub.answer(InteractionResponse.text(request.id, "teal"))
-
-    helper = threading.Thread(target=answer)
-    helper.start()
     run_world(world)
-    helper.join(WAIT)
+    ((_, request),) = world.hub.pending()
+    world.hub.answer(InteractionResponse.text(request.id, "teal"))
+    run_world(world)
     assert world.result(agent) == {"output": "teal", "error": None}
     assert settled(world.lane).parks == 1  # the wait stepped off the lane
 
