@@ -9,6 +9,7 @@ A tool is any callable ``tool(args, ctx) -> JSON value`` with a ``name``, an opt
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -16,6 +17,7 @@ from components import InteractionRequest, InteractionResponse
 from components._frozen import fast_frozen_init
 from runtime.cancel import CancelToken
 from runtime.errors import ConfigError
+from runtime.lane.values import shown
 
 __all__ = [
     "SupportsAsk",
@@ -118,8 +120,13 @@ def check_timeout(timeout: float | None) -> float | None:
     Raises:
         ConfigError: it is not.
     """
-    if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
-        raise ConfigError(f"`timeout` must be > 0 or None, got {timeout!r}")
+    if timeout is not None and (
+        isinstance(timeout, bool)  # True was a 1 s timeout
+        or not isinstance(timeout, int | float)
+        or not timeout > 0  # NaN too
+        or timeout > sys.float_info.max  # an int no float holds: every call failed on it
+    ):
+        raise ConfigError(f"`timeout` must be > 0 or None, got {shown(timeout)}")
     return timeout
 
 

@@ -49,6 +49,8 @@ class ShellTool(ToolBase):
                 ``env`` does not map strings to strings, or ``max_output`` is not an
                 integer >= 2 (each failed the call, not the set-up, before).
         """
+        if not isinstance(argv, str) and not isinstance(argv, list | tuple):
+            argv = list(argv)  # an iterator: read once, here (the check consumed it)
         if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
             raise ConfigError(f"`argv` of tool {name!r} must be a list of strings, got {argv!r}")
         if env is not None and not (

@@ -466,3 +466,26 @@ def test_run_until_idle_treats_a_prompt_a_tool_opened_as_an_ask(virtual):
             world.hub.answer(InteractionResponse.text(opened[1].id, "Ada"))
             world.run_until_idle(timeout=10)
             assert world.result(agent) == "Ada"
+
+
+@pytest.mark.parametrize(
+    ("timeout", "shown"),
+    [
+        (True, "True"),
+        (10**400, "100000000000000000000"),
+        (float("nan"), "nan"),
+    ],
+    ids=["bool", "huge-int", "nan"],
+)
+def test_a_tool_timeout_that_is_no_duration_is_refused_at_set_up(timeout, shown):
+    # True was a 1 s timeout; 10**400 failed every call with a bare OverflowError.
+    with pytest.raises(ConfigError, match=f"`timeout` must be > 0 or None, got {shown}"):
+        ToolRegistry().tool(timeout=timeout)(echo_args)
+    with pytest.raises(ConfigError, match=f"`timeout` must be > 0 or None, got {shown}"):
+        ShellTool("sh", ["true"], timeout=timeout)
+
+
+def test_a_shell_tools_argv_may_be_any_iterable_of_strings():
+    # A generator was read by the check and left the tool an empty command.
+    tool = ShellTool("say", (word for word in ["echo", "hi"]))
+    assert tool.argv == ("echo", "hi")
