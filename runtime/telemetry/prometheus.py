@@ -9,16 +9,20 @@ families plus the process and GC collectors), never the client's global one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -133,7 +137,7 @@ def serve_metrics(world: World, address: str, *, name: str = "address") -> Metri
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     try:
-        httpd, thread = start_http_server(port, addr=host, registry=registry)
+        httpd, thread = _start_server(host, port, registry)
     except (OSError, UnicodeError, ValueError) as exc:
         # UnicodeError: a host name IDNA cannot encode ("a..b", a label past 63 bytes),
         # raised by the name's lookup (it was an internal error, exit 70).
@@ -141,3 +145,48 @@ def serve_metrics(world: World, address: str, *, name: str = "address") -> Metri
         raise ConfigError(f"`{name}` cannot listen on {address!r}: {reason}") from None
     world.record_metrics()
     return MetricsServer(httpd, thread)
+
+
+class _Handler(WSGIRequestHandler):
+    """A scrape's connection: dropped after ``timeout`` seconds without a byte (a client
+    that connected and stalled kept its thread for good, and outlived ``close``), and no
+    log line per request."""
+
+    timeout = 10.0
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _only_metrics(app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
+    """``app`` at ``/metrics``; any other path is a 404 (every path answered the metrics)."""
+
+    def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO", "") not in ("/metrics", "/metrics/"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found: scrape /metrics\n"]
+        return app(environ, start_response)
+
+    return serve
+
+
+def _start_server(
+    host: str, port: int, registry: CollectorRegistry
+) -> tuple[ThreadingWSGIServer, threading.Thread]:
+    """The endpoint on a daemon thread, as ``prometheus_client.start_http_server`` makes
+    it, with `_Handler`'s timeout and `/metrics` alone.
+
+    Raises:
+        OSError: nothing can listen there. UnicodeError: a name IDNA cannot encode.
+    """
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+
+    class Server(ThreadingWSGIServer):
+        address_family = family
+
+    httpd = make_server(
+        host, port, _only_metrics(make_wsgi_app(registry)), Server, handler_class=_Handler
+    )
+    thread = threading.Thread(target=httpd.serve_forever, name="tickwork-metrics", daemon=True)
+    thread.start()
+    return httpd, thread

@@ -368,3 +368,26 @@ def test_a_one_call_batch_whose_call_has_the_batch_id_is_counted_as_tools(make_w
     world.run_until_idle()
     figures = world.metrics()
     assert (figures.model_seconds.count, figures.tool_seconds.count) == (0, 1)
+
+
+def test_the_endpoint_drops_a_stalled_client_and_answers_only_at_metrics(make_world, monkeypatch):
+    # Each connection got a thread with no timeout: clients that connected and stalled
+    # kept theirs for good (300 of them: 300 threads), and outlived `close()`. Every path
+    # answered the metrics.
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from runtime.telemetry import prometheus
+
+    monkeypatch.setattr(prometheus._Handler, "timeout", 0.5)
+    world = make_world()
+    with serve_metrics(world, "127.0.0.1:0") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as stalled:
+            stalled.sendall(b"GET /met")  # and nothing more
+            assert stalled.recv(100) == b""  # dropped by the server, not by us
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(f"http://127.0.0.1:{server.port}/nope", timeout=10)
+        caught.value.close()
+        assert caught.value.code == 404
+        assert ("tickwork_prompts_open", ()) in _scrape(server.url)
