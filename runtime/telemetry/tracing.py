@@ -255,7 +255,9 @@ class Tracing:
             if span is not None:
                 _end(span, settled.how.value)
             return
-        span = turn.prompts.pop(request_id, None)
+        # Or opened with no turn open (the host's) and answered once a turn started: it
+        # stayed in `_loose` for good, its span never ended.
+        span = turn.prompts.pop(request_id, None) or self._loose.pop(request_id, None)
         if span is not None:
             _end(span, settled.how.value)
         approval = turn.approvals.pop(request_id, None)

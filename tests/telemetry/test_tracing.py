@@ -566,3 +566,30 @@ def test_a_span_processor_that_raises_on_end_leaves_no_other_span_open(make_worl
     assert telemetry.tracing is not None and telemetry.tracing.open_spans() == 0
     telemetry.close()  # does not raise
     provider.shutdown()
+
+
+def sleeps_five(turn):
+    yield Sleep(5)
+    return "done"
+
+
+def test_a_prompt_the_host_opened_while_idle_ends_when_answered_during_a_turn(spans):
+    # Opened with no turn open, its span waited in the tracing's loose prompts; answered
+    # once a turn had started, the settlement was looked for in the turn alone: the span
+    # never ended, and the loose map grew by one per such prompt.
+    from runtime import InteractionRequest
+
+    provider, exporter = spans
+    with World(clock=ManualClock(), interaction_timeout_secs=0) as world:
+        telemetry = instrument(world, tracer_provider=provider)
+        agent = world.spawn(sleeps_five, None, interactive=True)
+        world.run_until_idle(timeout=10)
+        request_id = world.hub.open(agent, InteractionRequest.free_text("", "while idle?"))
+        world.tick()
+        world.send(agent, "start a turn")
+        world.tick()
+        world.hub.answer(InteractionResponse.text(request_id, "yes"))
+        world.run_until_idle(timeout=10)
+        assert telemetry.tracing is not None and telemetry.tracing.open_spans() == 0
+        prompts = [s for s in exporter.get_finished_spans() if s.name == "tickwork.prompt"]
+        assert [s.attributes["tickwork.outcome"] for s in prompts] == ["answered"]
