@@ -85,6 +85,7 @@ class ControlServer:
         # request is handled or the connection streams events: those are never evicted).
         self._clients: dict[socket.socket, float | None] = {}
         self._subscribers: set[Subscriber] = set()
+        self._replying: set[socket.socket] = set()  # connections taking their reply now
         self._threads: list[threading.Thread] = []
         self.refused = 0  # requests that got an error reply (for tests and stats)
         self.accepted = 0  # connections accepted
@@ -149,16 +150,23 @@ class ControlServer:
                 return
             self._closing.set()
             clients, subscribers = list(self._clients), list(self._subscribers)
+            # Shut at once: connections waiting for their next request. One handling a
+            # request or taking its reply finishes it first (it was shut mid-way: a
+            # `tickwork cancel` whose command acted got "the server closed the connection").
+            idle = [
+                conn
+                for conn, since in self._clients.items()
+                if since is not None and conn not in self._replying
+            ]
             threads = list(self._threads)
         self.world.unobserve(self._on_tick)
         self.world.streams.remove_hook(self._on_delta)
         for sub in subscribers:
             sub.push({"event": "closed"})  # its stream thread sends it, then hangs up
-        streaming = {sub.conn for sub in subscribers}
         listener = [self._listener] if self._listener is not None else []
-        shut([*listener, *(conn for conn in clients if conn not in streaming)])
+        shut([*listener, *idle])
         _join_all(threads, 2.0)  # two seconds in all, not each: Ctrl-C waits on this
-        shut(clients)  # a subscriber too slow to take its last event
+        shut(clients)  # a subscriber too slow to take its last event, a slow reply
         _join_all(threads, 2.0)
         self._release()
 
@@ -246,10 +254,10 @@ class ControlServer:
                 # Taking its reply, a client is as evictable as one yet to send its next
                 # request: one that never reads held its slot for the send's whole
                 # deadline, and 32 of them locked everyone out.
-                if not self._set_waiting(conn, time.monotonic()):
+                if not self._set_waiting(conn, time.monotonic(), replying=True):
                     return
                 send(conn, reply)
-                if then == "close":
+                if then == "close" or self._closing.is_set():
                     return
                 if then == "subscribe":
                     if not self._set_waiting(conn, None):  # a stream: never evicted
@@ -265,15 +273,23 @@ class ControlServer:
         finally:
             with self._clients_lock:
                 self._clients.pop(conn, None)
+                self._replying.discard(conn)
             with contextlib.suppress(OSError):
                 conn.close()
 
-    def _set_waiting(self, conn: socket.socket, since: float | None) -> bool:
-        """Mark ``conn`` waiting for a request (or busy); False if it was evicted."""
+    def _set_waiting(
+        self, conn: socket.socket, since: float | None, *, replying: bool = False
+    ) -> bool:
+        """Mark ``conn`` waiting for a request (or busy with None), ``replying`` while it
+        takes its reply (a closing server lets that end); False if it was evicted."""
         with self._clients_lock:
             if conn not in self._clients:
                 return False
             self._clients[conn] = since
+            if replying:
+                self._replying.add(conn)
+            else:
+                self._replying.discard(conn)
             return True
 
     def _count_refused(self) -> None:

@@ -583,3 +583,43 @@ def test_an_empty_state_dir_is_the_default_one_for_clients_as_for_serve(monkeypa
     monkeypatch.setattr(control, "ControlClient", made.append)
     control._client(argparse.Namespace(state_dir=""))
     assert made == [None]  # the default dir, not the current one
+
+
+def test_a_request_being_handled_as_the_server_closes_gets_its_reply(state):
+    # close() shut every connection that was not streaming: one whose command had just
+    # acted lost its reply ("the control server closed the connection" from a
+    # `tickwork cancel` that cancelled), as when `serve` ends once every agent is done.
+    handling, proceed = threading.Event(), threading.Event()
+
+    class Slow(ControlServer):
+        def _handle(self, line):
+            reply = super()._handle(line)
+            handling.set()
+            assert proceed.wait(10)
+            return reply
+
+    world = World(seed=1)
+    world.spawn(sleeper, agent_id="sleeper")
+    server = Slow(world, state)
+    server.start()
+    closer = threading.Thread(target=server.close)
+    try:
+        with contextlib.closing(socket.socket(socket.AF_UNIX)) as client:
+            client.settimeout(10)
+            client.connect(str(state / "control.sock"))
+            token = (state / "token").read_text().strip()
+            request = {"token": token, "op": "cancel", "agent": "sleeper"}
+            client.sendall(json.dumps(request).encode() + b"\n")
+            assert handling.wait(10)
+            closer.start()
+            wait_for(server._closing.is_set, what="close() to begin")
+            proceed.set()
+            assert read_reply(client) == {"ok": True, "agent": "sleeper"}
+        closer.join(10)
+        assert not closer.is_alive()
+    finally:
+        proceed.set()
+        if closer.is_alive():
+            closer.join(10)
+        server.close()
+        world.close()
