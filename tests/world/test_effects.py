@@ -235,11 +235,14 @@ def test_a_lane_narrower_than_a_slice_takes_one_while_it_is_idle():
         lane.close(WAIT)
 
 
-def test_a_queued_model_call_puts_no_stopper_on_its_turn_token_until_it_runs(make_world):
-    # The stream's stopper goes on the turn's token when the call starts, on the lane's
-    # thread: a call queued behind a full lane holds only the lane's own cancel callback
-    # (a wave of 10,000 thinking agents held 10,000 stoppers, every one a bound method the
-    # collector walked, and the tick thread paid a lock round trip for each).
+def thinker(turn):
+    yield Think("go on")
+    return "done"
+
+
+def _one_wide_gated_world(make_world):
+    """A world whose one-wide inference lane runs a model that holds each call until
+    ``release`` is set (``running`` is set as a call starts)."""
     running, release = threading.Event(), threading.Event()
 
     class Gate:
@@ -249,11 +252,15 @@ def test_a_queued_model_call_puts_no_stopper_on_its_turn_token_until_it_runs(mak
             return ModelReply("ok")
 
     world = make_world(models={"default": Gate()}, inference_capacity=1, lockstep=False)
+    return world, running, release
 
-    def thinker(turn):
-        yield Think("go on")
-        return "done"
 
+def test_a_queued_model_call_puts_no_stopper_on_its_turn_token_until_it_runs(make_world):
+    # The stream's stopper goes on the turn's token when the call starts, on the lane's
+    # thread: a call queued behind a full lane holds only the lane's own cancel callback
+    # (a wave of 10,000 thinking agents held 10,000 stoppers, every one a bound method the
+    # collector walked, and the tick thread paid a lock round trip for each).
+    world, running, release = _one_wide_gated_world(make_world)
     first, second = world.spawn(thinker), world.spawn(thinker)
     world.tick()
     try:
@@ -273,20 +280,7 @@ def test_a_model_call_that_never_runs_leaves_no_stream_open(make_world):
     # A call's stream opens as the call starts: one cancelled or interrupted while queued
     # behind a full lane never runs, and the world's stream hub keeps nothing for it (it
     # kept one stream per such agent, until that agent thought again).
-    running, release = threading.Event(), threading.Event()
-
-    class Gate:
-        def complete(self, request: ModelRequest, cancel: CancelToken) -> ModelReply:
-            running.set()
-            assert release.wait(WAIT), "never released"
-            return ModelReply("ok")
-
-    world = make_world(models={"default": Gate()}, inference_capacity=1, lockstep=False)
-
-    def thinker(turn):
-        yield Think("go on")
-        return "done"
-
+    world, running, release = _one_wide_gated_world(make_world)
     first, cancelled, interrupted = (world.spawn(thinker) for _ in range(3))
     world.tick()
     try:
