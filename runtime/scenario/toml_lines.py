@@ -168,7 +168,13 @@ class _Scanner:
     def string(self) -> str:
         quote = self.s[self.i]
         if self.s.startswith(quote * 3, self.i):
-            end = self.s.index(quote * 3, self.i + 3)
+            end = self.i + 3
+            while not self.s.startswith(quote * 3, end):
+                if end >= len(self.s):
+                    raise ValueError("unterminated multi-line string")
+                # A basic string's escape (`\"""`) is no end: the lines after it were
+                # counted as inside the string, and their keys got the wrong line or none.
+                end += 2 if quote == '"' and self.s[end] == "\\" else 1
             while self.s.startswith(quote, end + 3):  # up to two quotes may close the body
                 end += 1
             body = self.s[self.i + 3 : end]

@@ -489,3 +489,12 @@ def test_a_module_that_exits_at_import_is_a_problem_not_a_silent_success(tmp_pat
     with pytest.raises(ScenarioError) as caught:
         load_scenario(tmp_path / "s.toml")
     assert "cannot import 'exits_at_import:fn': SystemExit: 0" in caught.value.problems[0]
+
+
+def test_key_lines_go_on_past_an_escaped_quote_run_in_a_multi_line_string():
+    # `\"""` inside a basic multi-line string was taken for its end: the lines after it
+    # counted as the string's, and the keys there got the wrong line or none.
+    text = '[[agents]]\nmessage = """say \\""" twice"""\nsteps = 1\ncolour = 1\n[operator]\nx = 2\n'
+    found = {format_path(path): line for path, line in key_lines(text).items()}
+    assert found["agents[0].colour"] == 4
+    assert found["operator.x"] == 6
