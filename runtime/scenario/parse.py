@@ -27,7 +27,7 @@ from runtime.scenario.spec import (
     ToolSpec,
     WorldSettings,
 )
-from runtime.scenario.steps import ScriptContext, parse_steps, scripted
+from runtime.scenario.steps import ScriptContext, agents_started, parse_steps, scripted
 from runtime.scenario.toml_lines import Path, format_path
 from runtime.world import Behavior
 
@@ -242,6 +242,14 @@ class _Parser:
                 group = self.agent(ctx, index, table, owners)
                 if group is not None:
                     groups.append(group)
+                    total += group.count * agents_started(group.steps)  # what they spawn
+                    if total > MAX_AGENTS:
+                        checker.problem(
+                            ("agents", index),
+                            f"the scenario would start {total:,} agents or more with the ones"
+                            f" its steps spawn, over the maximum of {MAX_AGENTS:,}",
+                        )
+                        return tuple(groups)
         return tuple(groups)
 
     def agent(

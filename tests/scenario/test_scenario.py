@@ -116,6 +116,21 @@ MISTAKES = [
         " no format spec, conversion, index or position",
         id="conversion",
     ),
+    # Spawn counts were checked one by one: nested, they multiplied past the bound (a
+    # review's run of three nested spawns of 1,000 had made 1.1M agents at 40 s).
+    pytest.param(
+        '[[agents]]\nsteps = [{ spawn = [{ spawn = [{ finish = "x" }], count = 1000 }],'
+        " count = 1000 }]\n",
+        "s.toml:6: agents[0].steps[0].count: this spawn would start 1,001,000 agents, over"
+        " the maximum of 1,000,000",
+        id="nested-spawns",
+    ),
+    pytest.param(
+        '[[agents]]\ncount = 1000\nsteps = [{ spawn = [{ finish = "x" }], count = 1000 }]\n',
+        "s.toml:5: agents[0]: the scenario would start 1,001,000 agents or more with the ones"
+        " its steps spawn, over the maximum of 1,000,000",
+        id="spawning-agents",
+    ),
     pytest.param(
         '[[agents]]\nsteps = [{ think = "x", colour = "red" }]\n',
         "s.toml:6: agents[0].steps[0].colour: unknown key 'colour' in a think step",
