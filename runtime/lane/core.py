@@ -44,6 +44,7 @@ class Entry:
         "in_queue",
         "job",
         "lane",
+        "let_go",
         "parked",
         "started_at",
         "state",
@@ -57,6 +58,7 @@ class Entry:
         self.in_queue = False  # in `lane._queue` and counted in `queued`
         self.parked = False  # running off the lane: counted in `parked`, holds no permit
         self.waiting = False  # parked and in `lane._resumers`, waiting for a permit
+        self.let_go = False  # given up (`let_go`): parked for good, its outcome dropped
         self.depth = 0  # nesting of `off_lane` blocks; only the outermost parks
         self.future: concurrent.futures.Future[Any] | None = None
         self.started_at = 0.0
@@ -78,8 +80,16 @@ class Entry:
             Cancelled: the job's token fired; the job stays parked until it ends.
         """
         self.depth -= 1
-        if self.depth == 0 and self.parked:
+        if self.depth == 0 and self.parked and not self.let_go:
             self.lane._step_back(self)
+
+    def release_permit(self) -> None:
+        """Let the running job go: its permit goes to the next job for good, and whatever
+        it returns is dropped (it ends counted as dropped, its outcome delivered nowhere).
+        For a job that overstayed its bound and ignores its token (a lockstep give-up):
+        its thread cannot be stopped, but it must not hold lane capacity while it runs on.
+        Safe from any thread; does nothing once the job has ended."""
+        self.lane._launch_all(self.lane._let_go(self))
 
     def done(self, future: concurrent.futures.Future[Any]) -> None:
         """The executor future's done callback."""
@@ -209,6 +219,8 @@ class LaneCore:
         with self._lock:
             self._version += 1
             entry.state = _DONE
+            if entry.let_go:  # what it returned was delivered nowhere, or came too late
+                kind = DROPPED
             if kind == FINISHED:
                 self._finished += 1
             elif kind == FAILED:
@@ -268,6 +280,26 @@ class LaneCore:
             self._parks += 1
             return self._grant()
 
+    def _let_go(self, entry: Entry) -> list[Entry]:
+        """Park a running job for good (`Entry.release_permit`). Returns jobs to launch."""
+        with self._lock:
+            if entry.state != _RUNNING or entry.let_go:
+                return []
+            self._version += 1
+            entry.let_go = True
+            if entry.waiting:  # parked, waiting for a permit to come back: it need not
+                entry.waiting = False
+                self._resumers.remove(entry)
+                self._permit_free.notify_all()
+                return []
+            if entry.parked:
+                return []
+            entry.parked = True
+            self._busy -= 1
+            self._parked += 1
+            self._parks += 1
+            return self._grant()
+
     def _step_back(self, entry: Entry) -> None:
         """Bring a parked job back onto the lane: p-1 b+1, waiting for a permit if needed.
 
@@ -277,13 +309,17 @@ class LaneCore:
         token = entry.job.cancel
         with self._lock:
             token.raise_if_cancelled()
+            if entry.let_go:  # let go while it was parked: it runs on without a permit
+                return
             if self._busy < self._capacity:  # then no other parked job is waiting ahead
                 self._take_permit(entry)
                 return
             entry.waiting = True
             self._resumers.append(entry)
             try:
-                while entry.parked:  # a grant keeps the permit even if the token fires now
+                # A grant keeps the permit even if the token fires now; a job let go
+                # meanwhile runs on without one.
+                while entry.parked and not entry.let_go:
                     token.raise_if_cancelled()
                     self._permit_free.wait()  # woken by a grant or by the token's callback
             except Cancelled:

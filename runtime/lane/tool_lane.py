@@ -77,11 +77,16 @@ class ToolLane(LaneCore):
     before the job stops counting as in flight: ``stats().in_flight == 0`` means every outcome
     has been delivered. ``on_end`` hears of every started job that ended, however it ended
     (finished, failed, dropped), after its outcome went to ``on_outcome``: a lockstep world
-    waits for exactly that. Only a job whose own token fired is dropped (nothing
-    delivered). One that fails in any other way (it raises, raises `Cancelled` though its
-    token never fired, or its executor drops it) delivers an outcome whose ``error`` names
-    the lane and the job, with one error result per call in ``job.calls``: a job never ends
-    in silence, so nobody waits for ever on an outcome that will not come.
+    waits for exactly that. Only a job whose own token fired, or one let go
+    (`Entry.release_permit`: a lockstep world gave it up), is dropped (nothing delivered).
+    One that fails in any other way (it raises, raises `Cancelled` though its token never
+    fired, or its executor drops it) delivers an outcome whose ``error`` names the lane and
+    the job, with one error result per call in ``job.calls``: a job never ends in silence,
+    so nobody waits for ever on an outcome that will not come.
+
+    A job let go runs on, counted as parked, holding no permit: its thread cannot be
+    stopped, but the lane's capacity goes to the jobs behind it. Only a job on the lane's
+    own threads can be let go; an executor's job keeps its permit until it returns.
 
     Fairness: a parked job coming back gets the next free permit before any queued job that
     has not started (FIFO among returning jobs). A returning job has already done part of its
@@ -358,6 +363,8 @@ class ToolLane(LaneCore):
             kind = DROPPED  # cancelled while running: the outcome is stale
         else:
             job.cancel.remove_callback(entry)
+            if entry.let_go:
+                kind = DROPPED  # given up (`Entry.release_permit`): stale too
         if kind != DROPPED:
             if self._on_outcome is not None:
                 try:

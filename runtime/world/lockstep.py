@@ -43,6 +43,7 @@ from typing import Any
 from components import PromptOpened, PromptSettled, ToolCall, ToolResult
 from runtime.cancel import CancelToken
 from runtime.clock import Clock
+from runtime.lane.core import Entry
 from runtime.lane.jobs import ToolJob, ToolOutcome
 from runtime.lane.parking import current as _lane_slot
 from runtime.world.inputs import Inbox
@@ -69,6 +70,7 @@ class _Slot:
         "calls",
         "due",
         "ended",
+        "entry",
         "events",
         "given_up",
         "outcome",
@@ -103,6 +105,7 @@ class _Slot:
         self.token = token
         self.budget = budget
         self.started: float | None = None
+        self.entry: Entry | None = None  # the lane's, once a lane thread started the job
         self.ended = False
         self.given_up = False
         self.abandoned = False  # an interrupt or cancel is on its way: do not wait
@@ -141,7 +144,9 @@ class StartMark:
         self.slot = slot
 
     def __call__(self, cancel: CancelToken) -> Sequence[ToolResult]:
-        self.slot.started = time.monotonic()
+        slot = self.slot
+        slot.entry = getattr(_lane_slot, "slot", None)  # None on an executor's thread
+        slot.started = time.monotonic()
         return self.run(cancel)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -433,6 +438,11 @@ class Lockstep:
                 continue
             if now - started >= budget + GIVE_UP_GRACE_SECS:
                 slot.given_up = True
+                # Its thread runs on, but without its permit: on a full lane the next
+                # tick's jobs would queue behind it, and that tick wait for them for ever.
+                # (Under `_cond`: the lane never calls back into it holding its own lock.)
+                if slot.entry is not None:
+                    slot.entry.release_permit()
 
 
 class JobClock:

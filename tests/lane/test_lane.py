@@ -55,7 +55,8 @@ def check_balance(s: LaneStats) -> None:
     assert s.enqueued == s.started + s.abandoned + s.queued, s
     assert s.started == s.finished + s.failed + s.dropped + s.busy + s.parked, s
     assert s.parks >= s.resumes + s.parked, s
-    assert s.parks - s.resumes - s.parked <= s.dropped, s  # only cancelled jobs end parked
+    # Only cancelled jobs, and jobs let go, end parked.
+    assert s.parks - s.resumes - s.parked <= s.dropped, s
     assert s.busy <= s.capacity, s
     assert s.peak_busy <= s.started, s
 
@@ -487,6 +488,102 @@ def test_a_parked_batch_cancelled_while_waiting_for_a_permit_stops_waiting(make_
     assert (s.busy, s.parked, s.dropped, s.resumes) == (1, 0, 1, 0)
     b_release.set()
     assert [o.batch_id for o in outcomes.take()] == ["B"]
+
+
+def running_entry(jobs: dict[str, Entry], batch_id: str):
+    """A job body that hands the test its lane entry, then runs ``inner``."""
+
+    def wrap(inner: Callable[[CancelToken], list[ToolResult]]):
+        def run(cancel: CancelToken) -> list[ToolResult]:
+            from runtime.lane.parking import current
+
+            jobs[batch_id] = current.slot
+            return inner(cancel)
+
+        return run
+
+    return wrap
+
+
+def test_a_job_let_go_gives_its_permit_away_and_ends_dropped(make_lane):
+    outcomes, ended = Outcomes(), []
+    lane = make_lane(1, on_outcome=outcomes, on_end=lambda job: ended.append(job.batch_id))
+    entries: dict[str, Entry] = {}
+    started, release = threading.Event(), threading.Event()
+    lane.submit(ToolJob("a", "A", running_entry(entries, "A")(blocker(started, release, "A"))))
+    assert started.wait(WAIT)
+    lane.submit(ToolJob("b", "B", lambda c: result("B")))
+    assert lane.stats().queued == 1  # behind A's permit
+    entries["A"].release_permit()
+    assert [o.batch_id for o in outcomes.take()] == ["B"]  # B ran while A runs on
+    s = lane.stats()
+    assert (s.busy, s.parked, s.parks, s.finished) == (0, 1, 1, 1), s
+    check_balance(s)
+    release.set()
+    wait_until(lambda: lane.stats().in_flight == 0, "A to end")
+    s = lane.stats()
+    assert (s.busy, s.parked, s.dropped, s.finished) == (0, 0, 1, 1), s
+    assert outcomes.none_left()  # A's late results went nowhere
+    assert sorted(ended) == ["A", "B"]  # ... but its end was heard
+    entries["A"].release_permit()  # once ended: nothing
+    assert lane.stats() == s
+
+
+def test_a_job_let_go_while_waiting_to_come_back_runs_on_without_a_permit(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    entries: dict[str, Entry] = {}
+    parked, release_a, started_b, release_b = (threading.Event() for _ in range(4))
+    came_back = threading.Event()
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        with off_lane():
+            parked.set()
+            assert release_a.wait(WAIT)
+        came_back.set()  # without a permit: B still holds the only one
+        return result("A")
+
+    lane.submit(ToolJob("a", "A", running_entry(entries, "A")(a)))
+    assert parked.wait(WAIT)
+    lane.submit(ToolJob("b", "B", blocker(started_b, release_b, "B")))
+    assert started_b.wait(WAIT)
+    release_a.set()  # A leaves off_lane and waits for B's permit
+    wait_until(lambda: entries["A"].waiting, "A to wait for a permit")
+    assert not came_back.is_set()
+    entries["A"].release_permit()
+    assert came_back.wait(WAIT)
+    wait_until(lambda: lane.stats().parked == 0, "A to end")
+    s = lane.stats()
+    assert (s.busy, s.resumes, s.dropped) == (1, 0, 1), s  # B alone holds a permit
+    check_balance(s)
+    release_b.set()
+    assert [o.batch_id for o in outcomes.take()] == ["B"]
+
+
+def test_a_job_let_go_while_parked_does_not_take_a_permit_back(make_lane):
+    lane = make_lane(1)
+    entries: dict[str, Entry] = {}
+    parked, let_go, left = threading.Event(), threading.Event(), threading.Event()
+    release = threading.Event()
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        with off_lane():
+            parked.set()
+            assert let_go.wait(WAIT)
+        left.set()
+        assert release.wait(WAIT)
+        return result("A")
+
+    lane.submit(ToolJob("a", "A", running_entry(entries, "A")(a)))
+    assert parked.wait(WAIT)
+    entries["A"].release_permit()
+    let_go.set()
+    assert left.wait(WAIT)
+    s = lane.stats()
+    assert (s.busy, s.parked, s.parks, s.resumes) == (0, 1, 1, 0), s
+    release.set()
+    wait_until(lambda: lane.stats().in_flight == 0, "A to end")
+    assert lane.stats().dropped == 1
 
 
 def test_relieve_widens_the_lane_and_starts_what_waited(make_lane):

@@ -269,6 +269,48 @@ def test_a_job_that_ignores_its_timeout_is_given_up_and_the_world_goes_on(make_w
     assert len(log) == 1
 
 
+def test_a_given_up_job_lets_go_of_its_lane_permit(make_world, monkeypatch):
+    # On a one-wide lane, the deaf tool's thread runs on after the give-up: were it still
+    # holding the lane's only permit, the next batch would queue behind it and every tick
+    # would wait for that batch (it never starts), until the deaf tool returned.
+    monkeypatch.setattr(lockstep_module, "GIVE_UP_GRACE_SECS", 0.05)
+    release = threading.Event()
+    tools = ToolRegistry()
+
+    @tools.tool(timeout=0.1)
+    def deaf(args, ctx):
+        release.wait(WAIT)  # ignores ctx.cancel
+        return "too late"
+
+    @tools.tool()
+    def quick(args, ctx):
+        return "quick"
+
+    def deaf_then_quick(turn):
+        first = yield CallTools(ToolCall("c1", "deaf"))
+        second = yield CallTools(ToolCall("c2", "quick"))
+        return [first[0].error is not None, second[0].output]
+
+    world = make_world(tools=tools, tool_capacity=1)
+    agent = world.spawn(deaf_then_quick)
+    try:
+        started = time.perf_counter()
+        world.run_until_idle(timeout=WAIT)
+        assert world.result(agent) == [True, "quick"]
+        assert time.perf_counter() - started < WAIT / 2  # not once the deaf tool returned
+        stats = world.lane.stats()
+        assert (stats.busy, stats.parked, stats.finished) == (0, 1, 1), stats
+    finally:
+        release.set()
+    wait_for(lambda: world.lane.stats().parked == 0, WAIT, "the deaf job's end")
+    stats = world.lane.stats()
+    # The late job ends where it was let go: counted dropped, its result delivered nowhere.
+    assert (stats.busy, stats.dropped, stats.finished) == (0, 1, 1), stats
+    world.tick()
+    tool_entries = [e.content for e in world.history(agent) if e.role == "tool"]
+    assert len(tool_entries) == 2 and "ignored its timeout" in tool_entries[0], tool_entries
+
+
 def test_an_answer_from_another_thread_is_an_input_of_the_tick_after_it_arrives(make_world):
     def asker(turn):
         answer = yield Ask(InteractionRequest.free_text("q1", "go?"))
