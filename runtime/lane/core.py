@@ -41,6 +41,7 @@ class Entry:
     __slots__ = (
         "depth",
         "future",
+        "giveup",
         "in_queue",
         "job",
         "lane",
@@ -58,7 +59,8 @@ class Entry:
         self.in_queue = False  # in `lane._queue` and counted in `queued`
         self.parked = False  # running off the lane: counted in `parked`, holds no permit
         self.waiting = False  # parked and in `lane._resumers`, waiting for a permit
-        self.let_go = False  # given up (`let_go`): parked for good, its outcome dropped
+        self.let_go = False  # given up: parked for good, holding no permit (`_let_go`)
+        self.giveup: Any = None  # the lane's give-up of a job with a bound, once armed
         self.depth = 0  # nesting of `off_lane` blocks; only the outermost parks
         self.future: concurrent.futures.Future[Any] | None = None
         self.started_at = 0.0
@@ -82,14 +84,6 @@ class Entry:
         self.depth -= 1
         if self.depth == 0 and self.parked and not self.let_go:
             self.lane._step_back(self)
-
-    def release_permit(self) -> None:
-        """Let the running job go: its permit goes to the next job for good, and whatever
-        it returns is dropped (it ends counted as dropped, its outcome delivered nowhere).
-        For a job that overstayed its bound and ignores its token (a lockstep give-up):
-        its thread cannot be stopped, but it must not hold lane capacity while it runs on.
-        Safe from any thread; does nothing once the job has ended."""
-        self.lane._launch_all(self.lane._let_go(self))
 
     def done(self, future: concurrent.futures.Future[Any]) -> None:
         """The executor future's done callback."""
@@ -219,8 +213,6 @@ class LaneCore:
         with self._lock:
             self._version += 1
             entry.state = _DONE
-            if entry.let_go:  # what it returned was delivered nowhere, or came too late
-                kind = DROPPED
             if kind == FINISHED:
                 self._finished += 1
             elif kind == FAILED:
@@ -281,7 +273,9 @@ class LaneCore:
             return self._grant()
 
     def _let_go(self, entry: Entry) -> list[Entry]:
-        """Park a running job for good (`Entry.release_permit`). Returns jobs to launch."""
+        """Park a running job for good: it was given up, and runs on holding no permit (its
+        thread cannot be stopped, but the lane's capacity goes to the jobs behind it).
+        Returns jobs to launch."""
         with self._lock:
             if entry.state != _RUNNING or entry.let_go:
                 return []

@@ -13,21 +13,29 @@ import itertools
 import os
 import threading
 import time
+from typing import Protocol
 
-from runtime.cancel import CancelToken
+__all__ = ["Deadline", "Target", "schedule"]
 
-__all__ = ["Deadline", "schedule"]
+
+class Target(Protocol):
+    """What a deadline fires: a `CancelToken`, or anything cancelled the same way."""
+
+    def cancel(self, reason: str) -> object:
+        """Fire, with ``reason``; called once, on the timer's thread."""
+
 
 # Rebuild the heap when cancelled entries outnumber live ones and exceed this many.
 _COMPACT_AT = 256
 
 
 class Deadline:
-    """A scheduled cancel of ``token`` with ``reason``; `cancel` it when the work ends."""
+    """A scheduled cancel of ``token`` (a `Target`) with ``reason``; `cancel` it when the
+    work ends."""
 
     __slots__ = ("_state", "_timer", "reason", "token")
 
-    def __init__(self, timer: _Timer, token: CancelToken, reason: str) -> None:
+    def __init__(self, timer: _Timer, token: Target, reason: str) -> None:
         self._timer = timer
         self.token = token
         self.reason = reason
@@ -46,7 +54,7 @@ class _Timer:
         self._cancelled = 0
         self._thread: threading.Thread | None = None
 
-    def schedule(self, delay: float, token: CancelToken, reason: str) -> Deadline:
+    def schedule(self, delay: float, token: Target, reason: str) -> Deadline:
         deadline = Deadline(self, token, reason)
         when = time.monotonic() + delay
         with self._cond:
@@ -98,7 +106,7 @@ class _Timer:
 _timer = _Timer()
 
 
-def schedule(delay: float, token: CancelToken, reason: str) -> Deadline:
+def schedule(delay: float, token: Target, reason: str) -> Deadline:
     """Cancel ``token`` with ``reason`` after ``delay`` seconds of real time, unless stopped."""
     return _timer.schedule(delay, token, reason)
 

@@ -18,7 +18,9 @@ class ToolJob:
 
     ``calls`` lets the lane answer every call with an error result if ``run`` raises.
     ``cancel`` is the job's own token: cancelling it abandons a queued job and drops the
-    outcome of a running one.
+    outcome of a running one. ``bound`` is how long the job may run, in seconds (a tool
+    batch's: the sum of its tools' timeouts), or None: once it has run that long plus
+    `runtime.lane.GIVE_UP_GRACE_SECS`, the lane gives it up (see `ToolLane`).
     """
 
     agent_id: str
@@ -26,6 +28,7 @@ class ToolJob:
     run: Callable[[CancelToken], Sequence[ToolResult]]
     calls: tuple[ToolCall, ...] = ()
     cancel: CancelToken = field(default_factory=CancelToken)
+    bound: float | None = None
 
 
 @fast_frozen_init  # one per finished job, on the lane's thread
@@ -49,8 +52,9 @@ def _fast_job_init(cls: type[ToolJob]) -> type[ToolJob]:
     """Give `ToolJob` the ``__init__`` of `fast_frozen_init` (its fields set through their
     slots), which that decorator cannot make for ``cancel``'s ``default_factory``: one job
     is made per dispatched batch on the tick thread (two in lockstep)."""
-    set_agent, set_batch, set_run, set_calls, set_cancel = (
-        cls.__dict__[name].__set__ for name in ("agent_id", "batch_id", "run", "calls", "cancel")
+    set_agent, set_batch, set_run, set_calls, set_cancel, set_bound = (
+        cls.__dict__[name].__set__
+        for name in ("agent_id", "batch_id", "run", "calls", "cancel", "bound")
     )
 
     def __init__(
@@ -60,12 +64,14 @@ def _fast_job_init(cls: type[ToolJob]) -> type[ToolJob]:
         run: Callable[[CancelToken], Sequence[ToolResult]],
         calls: tuple[ToolCall, ...] = (),
         cancel: CancelToken | None = None,
+        bound: float | None = None,
     ) -> None:
         set_agent(self, agent_id)
         set_batch(self, batch_id)
         set_run(self, run)
         set_calls(self, calls)
         set_cancel(self, CancelToken() if cancel is None else cancel)
+        set_bound(self, bound)
 
     __init__.__qualname__ = "ToolJob.__init__"
     cls.__init__ = __init__  # type: ignore[method-assign]

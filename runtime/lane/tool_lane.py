@@ -26,11 +26,12 @@ from components import LaneStats, ToolCall, ToolResult
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError, LaneClosedError
 from runtime.lane.core import DROPPED, FAILED, FINISHED, Entry, Idler, LaneCore
+from runtime.lane.deadlines import Deadline, schedule
 from runtime.lane.jobs import ToolJob, ToolOutcome, build_outcome
 from runtime.lane.parking import current as _current
 from runtime.wake import Wake
 
-__all__ = ["ToolLane"]
+__all__ = ["GIVE_UP_GRACE_SECS", "ToolLane"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,50 @@ def _run_job(
 
 
 _NO_RESULTS: tuple[ToolResult, ...] = ()
+
+GIVE_UP_GRACE_SECS = 1.0
+"""How long past its ``bound`` a job that ignores its token is waited for (`ToolLane`)."""
+
+
+class _GiveUp:
+    """The give-up of one job with a bound: what its deadline fires. Exactly one of the
+    deadline (`cancel`) and the job's own end (`settle`) delivers the job's outcome; each
+    claims it by taking the one item of ``claim`` (a list pop is atomic)."""
+
+    __slots__ = ("claim", "deadline", "done", "entry", "lane", "limit")
+
+    def __init__(self, lane: ToolLane, entry: Entry, limit: float) -> None:
+        self.lane = lane
+        self.entry = entry
+        self.limit = limit
+        self.claim = [True]
+        self.deadline: Deadline | None = None
+        self.done = threading.Lock()  # held until the give-up has delivered
+        self.done.acquire()
+
+    def cancel(self, reason: str) -> None:
+        """The deadline fired: give the job up, unless it ended first."""
+        try:
+            self.claim.pop()
+        except IndexError:
+            return
+        try:
+            self.lane._give_up(self.entry, self.limit)
+        finally:
+            self.done.release()
+
+    def settle(self) -> bool:
+        """The job ended: whether its own outcome is the one to deliver (False: it was
+        given up, and that outcome is out; returns once it is, so that the job stops
+        counting as in flight only after every outcome is delivered)."""
+        try:
+            self.claim.pop()
+        except IndexError:
+            self.done.acquire()
+            return False
+        if self.deadline is not None:
+            self.deadline.cancel()
+        return True
 
 
 def _error_results(calls: Sequence[ToolCall], error: str) -> tuple[ToolResult, ...]:
@@ -77,16 +122,19 @@ class ToolLane(LaneCore):
     before the job stops counting as in flight: ``stats().in_flight == 0`` means every outcome
     has been delivered. ``on_end`` hears of every started job that ended, however it ended
     (finished, failed, dropped), after its outcome went to ``on_outcome``: a lockstep world
-    waits for exactly that. Only a job whose own token fired, or one let go
-    (`Entry.release_permit`: a lockstep world gave it up), is dropped (nothing delivered).
-    One that fails in any other way (it raises, raises `Cancelled` though its token never
-    fired, or its executor drops it) delivers an outcome whose ``error`` names the lane and
-    the job, with one error result per call in ``job.calls``: a job never ends in silence,
-    so nobody waits for ever on an outcome that will not come.
+    waits for exactly that. Only a job whose own token fired is dropped (nothing
+    delivered). One that fails in any other way (it raises, raises `Cancelled` though its
+    token never fired, or its executor drops it) delivers an outcome whose ``error`` names
+    the lane and the job, with one error result per call in ``job.calls``: a job never ends
+    in silence, so nobody waits for ever on an outcome that will not come.
 
-    A job let go runs on, counted as parked, holding no permit: its thread cannot be
-    stopped, but the lane's capacity goes to the jobs behind it. Only a job on the lane's
-    own threads can be let go; an executor's job keeps its permit until it returns.
+    A job with a ``bound`` (a tool batch whose tools all have timeouts) that is still
+    running ``bound + GIVE_UP_GRACE_SECS`` seconds after it started (after it was handed to
+    the executor, on one) is given up: a tool ignored its timeout (its token). Every call
+    gets an error result saying so, delivered at once, with ``on_end``; the job's thread
+    runs on, counted as parked, holding no permit (it cannot be stopped, but the lane's
+    capacity goes to the jobs behind it), and ends counted as dropped, whatever it returns
+    delivered nowhere.
 
     Fairness: a parked job coming back gets the next free permit before any queued job that
     has not started (FIFO among returning jobs). A returning job has already done part of its
@@ -309,6 +357,8 @@ class ToolLane(LaneCore):
             job = entry.job
             results = _NO_RESULTS
             local.slot = entry
+            if job.bound is not None:
+                self._arm(entry, job.bound)
             started = time.perf_counter()
             error = None
             try:
@@ -359,12 +409,16 @@ class ToolLane(LaneCore):
         Returns the next job for the caller to run.
         """
         job = entry.job
+        giveup = entry.giveup
+        if giveup is not None and not giveup.settle():
+            # Given up: its outcome went out then, and `on_end` heard of its end then.
+            if not job.cancel.cancelled:
+                job.cancel.remove_callback(entry)
+            return self._release(entry, DROPPED)
         if job.cancel.cancelled:
             kind = DROPPED  # cancelled while running: the outcome is stale
         else:
             job.cancel.remove_callback(entry)
-            if entry.let_go:
-                kind = DROPPED  # given up (`Entry.release_permit`): stale too
         if kind != DROPPED:
             if self._on_outcome is not None:
                 try:
@@ -381,9 +435,42 @@ class ToolLane(LaneCore):
                 log.exception("lane %r: on_end raised for %r", self._name, job.batch_id)
         return self._release(entry, kind)
 
+    def _arm(self, entry: Entry, bound: float) -> None:
+        """Schedule the give-up of a job with a bound, as it starts."""
+        limit = bound + GIVE_UP_GRACE_SECS
+        giveup = entry.giveup = _GiveUp(self, entry, limit)
+        giveup.deadline = schedule(limit, giveup, "given up")
+
+    def _give_up(self, entry: Entry, limit: float) -> None:
+        """Give up a job that ran past its bound (its deadline's thread): its permit goes to
+        the next job, its calls get an error result each, and ``on_end`` hears of it."""
+        job = entry.job
+        if not job.cancel.cancelled:  # else stale, as any outcome of a cancelled job
+            log.warning(
+                "lane %r: job %r still running after %gs; given up", self._name, job.batch_id, limit
+            )
+            if self._on_outcome is not None:
+                error = f"no result after {limit:g}s: a tool of this batch ignored its timeout"
+                results = _error_results(job.calls, error)
+                try:
+                    outcome = build_outcome(job.agent_id, job.batch_id, results, limit, None)
+                    self._on_outcome(outcome)
+                except Exception:
+                    log.exception("lane %r: on_outcome raised for %r", self._name, job.batch_id)
+            if self._wake is not None:
+                self._wake.notify()
+        self._launch_all(self._let_go(entry))  # after the outcome: it comes before the next
+        if self._on_end is not None:
+            try:
+                self._on_end(job)
+            except Exception:
+                log.exception("lane %r: on_end raised for %r", self._name, job.batch_id)
+
     def _submit_to_executor(self, entry: Entry) -> None:
         assert self._executor is not None
         job = entry.job
+        if job.bound is not None:
+            self._arm(entry, job.bound)
         entry.started_at = time.perf_counter()
         try:
             future = self._executor.submit(_run_job, job.run, job.cancel)

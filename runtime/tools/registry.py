@@ -182,6 +182,22 @@ class ToolRegistry:
                 budget = None if tool.timeout is None else budget + tool.timeout
         return duration, budget
 
+    def time_bound(self, calls: Sequence[ToolCall]) -> float | None:
+        """The real time a batch of ``calls`` may run: the sum of their tools' timeouts, or
+        None when one has none (`ToolJob.bound`; the second of ``lockstep_bounds``). An
+        unknown tool takes no time: its call fails at once."""
+        bound = 0.0
+        tools = self._tools
+        for call in calls:
+            tool = tools.get(call.name)
+            if tool is None:
+                continue
+            timeout = tool.timeout
+            if timeout is None:
+                return None
+            bound += timeout
+        return bound
+
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 

@@ -246,18 +246,18 @@ class LiveEffects:
         # refused by a closed lane) then leaves no stream open in the world's hub, and a
         # queued call holds one object fewer for the collector.
         run = _ModelCall(model, request, agent_id, ref, self._streams, self._usage, cancel)
-        job = build_job(agent_id, ref, run, (call,), cancel)
         # A model call has no bound of its own here: a provider bounds its own requests.
+        job = build_job(agent_id, ref, run, (call,), cancel, None)
         # Its virtual duration matters in lockstep only (a `getattr` with a default that
         # misses raises and catches inside, ~1 us a call).
         duration = 0.0 if self._lockstep is None else getattr(model, "virtual_duration", 0.0)
-        self._submit(self._inference_lane, job, duration, None)
+        self._submit(self._inference_lane, job, duration)
 
     def run_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
     ) -> None:
         run = ToolBatch(self._tools, calls, agent_id, self._tool_hub, _NOT_INTERRUPTED, ref)
-        self._submit_tools(build_job(agent_id, ref, run, calls, cancel))
+        self._submit_tools(agent_id, ref, run, calls, cancel)
 
     def restart_tools(
         self, agent_id: str, ref: str, calls: tuple[ToolCall, ...], cancel: CancelToken
@@ -276,21 +276,31 @@ class LiveEffects:
             self._inbox.put(ToolOutcome(agent_id, ref, results, 0.0))
             return
         run = ToolBatch(tools, calls, agent_id, self._tool_hub, interrupted, ref)
-        self._submit_tools(ToolJob(agent_id, ref, run, calls, cancel))
+        self._submit_tools(agent_id, ref, run, calls, cancel)
 
-    def _submit_tools(self, job: ToolJob) -> None:
+    def _submit_tools(
+        self,
+        agent_id: str,
+        ref: str,
+        run: ToolBatch,
+        calls: tuple[ToolCall, ...],
+        cancel: CancelToken,
+    ) -> None:
+        """Submit a batch, bounded by its tools' timeouts (the lane gives up a batch whose
+        tool ignores its timeout: `ToolJob.bound`)."""
         if self._lockstep is None:
-            self._submit(self._tool_lane, job, 0.0, None)
+            job = build_job(agent_id, ref, run, calls, cancel, self._tools.time_bound(calls))
+            self._submit(self._tool_lane, job, 0.0)
             return
-        duration, budget = self._tools.lockstep_bounds(job.calls)
-        self._submit(self._tool_lane, job, duration, budget)
+        duration, bound = self._tools.lockstep_bounds(calls)
+        self._submit(self._tool_lane, build_job(agent_id, ref, run, calls, cancel, bound), duration)
 
-    def _submit(self, lane: ToolLane, job: ToolJob, duration: float, budget: float | None) -> None:
+    def _submit(self, lane: ToolLane, job: ToolJob, duration: float) -> None:
         """Start ``job`` on ``lane`` now, or at ``release`` while a tick holds its jobs; in
         lockstep, track it first so that the next tick waits for it."""
         lockstep = self._lockstep
         if lockstep is not None:
-            job = lockstep.track(job, due=self._now() + duration, budget=budget)
+            lockstep.track(job, due=self._now() + duration)
         held = self._held
         if held is None:
             self._start(lane, job)

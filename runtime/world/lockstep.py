@@ -21,10 +21,11 @@ got before the command landed is thread timing, so the world never sees them. It
 withdrawn from the hub as the token fires.
 
 A job that never returns (a tool that ignores its token) would hold every tick: the tool
-timeout still bounds it. Once the sum of its calls' timeouts plus `GIVE_UP_GRACE_SECS` of
-real time has passed since it started, the tick stops waiting; every call of the batch
-gets an error result saying so, and whatever the job returns later is dropped. A job with
-no bound (a call of a tool without a timeout, a model call) is waited for until it returns.
+timeout still bounds it. The lane gives up a job with a bound (`ToolJob.bound`, the sum of
+its calls' timeouts) once it has run `runtime.lane.GIVE_UP_GRACE_SECS` past it: every call
+of the batch gets an error result saying so, the job counts as ended here, and whatever it
+returns later is dropped. A job with no bound (a call of a tool without a timeout, a model
+call) is waited for until it returns.
 
 `fresh` is what keeps the number of ticks independent of timing: the loop asks whether
 anything was dispatched (or resumed) since the last settle, never whether a job happens
@@ -37,24 +38,15 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
 
-from components import PromptOpened, PromptSettled, ToolCall, ToolResult
+from components import PromptOpened, PromptSettled, ToolCall
 from runtime.cancel import CancelToken
 from runtime.clock import Clock
-from runtime.lane.core import Entry
 from runtime.lane.jobs import ToolJob, ToolOutcome
 from runtime.lane.parking import current as _lane_slot
 from runtime.world.inputs import Inbox
 
-__all__ = ["GIVE_UP_GRACE_SECS", "JobClock", "Lockstep", "StartMark"]
-
-GIVE_UP_GRACE_SECS = 1.0
-"""How long past its timeouts a lockstep job that ignores its token is waited for."""
-
-# How often a waiting tick looks for a job that overstayed its bound.
-_CHECK_SECS = 0.1
+__all__ = ["JobClock", "Lockstep"]
 
 
 class _Slot:
@@ -66,19 +58,15 @@ class _Slot:
         "agent_id",
         "asking",
         "at",
-        "budget",
         "calls",
         "due",
         "ended",
-        "entry",
         "events",
-        "given_up",
         "outcome",
         "owner",
         "ref",
         "released",
         "seq",
-        "started",
         "token",
         "unreleased_opens",
     )
@@ -92,7 +80,6 @@ class _Slot:
         calls: tuple[ToolCall, ...],
         due: float,
         token: CancelToken,
-        budget: float | None,
         at: float,
     ) -> None:
         self.owner = owner
@@ -103,11 +90,7 @@ class _Slot:
         self.due = due
         self.at = at  # the world time it was dispatched at
         self.token = token
-        self.budget = budget
-        self.started: float | None = None
-        self.entry: Entry | None = None  # the lane's, once a lane thread started the job
-        self.ended = False
-        self.given_up = False
+        self.ended = False  # ended, or given up by its lane (`on_end` heard of it either way)
         self.abandoned = False  # an interrupt or cancel is on its way: do not wait
         self.released = False
         self.outcome: ToolOutcome | None = None
@@ -121,40 +104,7 @@ class _Slot:
 
     def quiet(self) -> bool:
         """Whether the tick need not wait for this job now."""
-        return (
-            self.ended
-            or self.given_up
-            or self.abandoned
-            or bool(self.asking)
-            or self.token.cancelled
-        )
-
-
-class StartMark:
-    """A job's body that notes, in its slot, when a lane thread starts it.
-
-    Pickles as the body alone: a job shipped to another process has no slot to write to,
-    so it is never given up (see the module docstring).
-    """
-
-    __slots__ = ("run", "slot")
-
-    def __init__(self, run: Callable[[CancelToken], Sequence[ToolResult]], slot: _Slot) -> None:
-        self.run = run
-        self.slot = slot
-
-    def __call__(self, cancel: CancelToken) -> Sequence[ToolResult]:
-        slot = self.slot
-        slot.entry = getattr(_lane_slot, "slot", None)  # None on an executor's thread
-        slot.started = time.monotonic()
-        return self.run(cancel)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_same, (self.run,))
-
-
-def _same(run: Any) -> Any:
-    return run
+        return self.ended or self.abandoned or bool(self.asking) or self.token.cancelled
 
 
 class Lockstep:
@@ -182,14 +132,8 @@ class Lockstep:
 
     # -- the tick thread ---------------------------------------------------------------
 
-    def track(
-        self,
-        job: ToolJob,
-        *,
-        due: float,
-        budget: float | None,
-    ) -> ToolJob:
-        """Track ``job`` (before it is submitted); returns the job to submit instead."""
+    def track(self, job: ToolJob, *, due: float) -> None:
+        """Track ``job``, before it is submitted."""
         slot = _Slot(
             self,
             next(self._seq),
@@ -198,7 +142,6 @@ class Lockstep:
             job.calls,
             due,
             job.cancel,
-            budget,
             self._clock.now(),
         )
         with self._cond:
@@ -207,7 +150,6 @@ class Lockstep:
             heapq.heappush(self._due, (due, slot.seq, slot))
             self._fresh = True
         job.cancel.add_callback(slot)
-        return ToolJob(job.agent_id, job.batch_id, StartMark(job.run, slot), job.calls, job.cancel)
 
     def untrack(self, job: ToolJob) -> None:
         """Forget a job that was refused (its lane is closed)."""
@@ -258,20 +200,18 @@ class Lockstep:
         with self._cond:
             while True:
                 running = self._running
-                if running:
-                    self._give_up_overdue()
                 for seq in [s for s, slot in running.items() if slot.quiet()]:
                     del running[seq]
                 if not running or self._closed:
                     self._fresh = False
                     return True
-                wait = _CHECK_SECS
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return False
-                    wait = min(wait, left)
-                self._cond.wait(wait)
+                if deadline is None:
+                    self._cond.wait()  # `_wake_if` and `close` notify, under the lock
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
 
     def release(self, now: float) -> int:
         """Put held prompt events and every outcome due at ``now`` into the inbox, in order.
@@ -310,11 +250,9 @@ class Lockstep:
                     slot = held[seq]
                     if slot.released:
                         del held[seq]
-                    elif slot.ended or slot.given_up:
+                    elif slot.ended:
                         del held[seq]
-                        if slot.given_up:
-                            items.append(_given_up(slot))
-                        elif slot.outcome is not None:
+                        if slot.outcome is not None:
                             items.append(slot.outcome)
                         self._retire(slot)
         put = self._inbox.put
@@ -430,20 +368,6 @@ class Lockstep:
             self._retired.add(key)
         slot.token.remove_callback(slot)
 
-    def _give_up_overdue(self) -> None:
-        now = time.monotonic()
-        for slot in self._running.values():
-            started, budget = slot.started, slot.budget
-            if started is None or budget is None or slot.quiet():
-                continue
-            if now - started >= budget + GIVE_UP_GRACE_SECS:
-                slot.given_up = True
-                # Its thread runs on, but without its permit: on a full lane the next
-                # tick's jobs would queue behind it, and that tick wait for them for ever.
-                # (Under `_cond`: the lane never calls back into it holding its own lock.)
-                if slot.entry is not None:
-                    slot.entry.release_permit()
-
 
 class JobClock:
     """A virtual clock that reads, on a lockstep job's own thread, the world time the job
@@ -472,14 +396,3 @@ class JobClock:
             if slot is not None:
                 return slot.at
         return self._clock.now()
-
-
-def _given_up(slot: _Slot) -> ToolOutcome:
-    assert slot.budget is not None
-    bound = slot.budget + GIVE_UP_GRACE_SECS
-    error = (
-        f"no result after {bound:g}s: a tool of this batch ignored its timeout,"
-        " and a lockstep world waits no longer"
-    )
-    results = tuple(ToolResult(call.id, error=error) for call in slot.calls)
-    return ToolOutcome(slot.agent_id, slot.ref, results, bound)

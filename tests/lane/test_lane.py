@@ -28,6 +28,7 @@ from runtime.errors import ConfigError, LaneClosedError
 from runtime.hub import InteractionHub
 from runtime.hub import interaction_hub as hub_module
 from runtime.lane import ToolJob, ToolLane, ToolOutcome, off_lane
+from runtime.lane import tool_lane as tool_lane_module
 from runtime.lane.core import Entry
 from runtime.tools import ShellTool, ToolRegistry
 from runtime.wake import Wake
@@ -505,31 +506,49 @@ def running_entry(jobs: dict[str, Entry], batch_id: str):
     return wrap
 
 
-def test_a_job_let_go_gives_its_permit_away_and_ends_dropped(make_lane):
+def give_up_now(entry: Entry) -> None:
+    """Fire the give-up of ``entry``'s job as its deadline would (its bound far off)."""
+    entry.giveup.cancel("given up")
+
+
+def test_a_job_past_its_bound_is_given_up_and_the_lane_goes_on(make_lane, monkeypatch):
+    monkeypatch.setattr(tool_lane_module, "GIVE_UP_GRACE_SECS", 0.0)
     outcomes, ended = Outcomes(), []
     lane = make_lane(1, on_outcome=outcomes, on_end=lambda job: ended.append(job.batch_id))
-    entries: dict[str, Entry] = {}
     started, release = threading.Event(), threading.Event()
-    lane.submit(ToolJob("a", "A", running_entry(entries, "A")(blocker(started, release, "A"))))
+    calls = (ToolCall("c1", "deaf"), ToolCall("c2", "deaf"))
+    lane.submit(ToolJob("a", "A", blocker(started, release, "A"), calls, bound=0.05))
     assert started.wait(WAIT)
-    lane.submit(ToolJob("b", "B", lambda c: result("B")))
-    assert lane.stats().queued == 1  # behind A's permit
-    entries["A"].release_permit()
-    assert [o.batch_id for o in outcomes.take()] == ["B"]  # B ran while A runs on
+    lane.submit(ToolJob("b", "B", lambda c: result("B")))  # queued behind A's permit
+    given_up, after = outcomes.take(2)  # A's, at its bound; then B's, on A's permit
+    assert (given_up.batch_id, after.batch_id) == ("A", "B")
+    assert [r.call_id for r in given_up.results] == ["c1", "c2"]
+    assert all("ignored its timeout" in r.error for r in given_up.results)
+    wait_until(lambda: sorted(ended) == ["A", "B"], "the lane to hear both ends")
     s = lane.stats()
-    assert (s.busy, s.parked, s.parks, s.finished) == (0, 1, 1, 1), s
+    assert (s.busy, s.parked, s.parks, s.finished) == (0, 1, 1, 1), s  # A runs on, parked
     check_balance(s)
     release.set()
     wait_until(lambda: lane.stats().in_flight == 0, "A to end")
     s = lane.stats()
     assert (s.busy, s.parked, s.dropped, s.finished) == (0, 0, 1, 1), s
-    assert outcomes.none_left()  # A's late results went nowhere
-    assert sorted(ended) == ["A", "B"]  # ... but its end was heard
-    entries["A"].release_permit()  # once ended: nothing
-    assert lane.stats() == s
+    assert outcomes.none_left() and sorted(ended) == ["A", "B"]  # A's late end: silent
 
 
-def test_a_job_let_go_while_waiting_to_come_back_runs_on_without_a_permit(make_lane):
+def test_a_job_that_ends_within_its_bound_is_never_given_up(make_lane, monkeypatch):
+    monkeypatch.setattr(tool_lane_module, "GIVE_UP_GRACE_SECS", 0.0)
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    entries: dict[str, Entry] = {}
+    lane.submit(ToolJob("a", "A", running_entry(entries, "A")(lambda c: result("A")), bound=60))
+    [outcome] = outcomes.take()
+    assert outcome.results == tuple(result("A"))
+    wait_until(lambda: lane.stats().in_flight == 0, "A to end")
+    give_up_now(entries["A"])  # too late: the job's own end claimed its delivery
+    assert outcomes.none_left() and lane.stats().finished == 1
+
+
+def test_a_job_given_up_while_waiting_to_come_back_runs_on_without_a_permit(make_lane):
     outcomes = Outcomes()
     lane = make_lane(1, on_outcome=outcomes)
     entries: dict[str, Entry] = {}
@@ -543,47 +562,82 @@ def test_a_job_let_go_while_waiting_to_come_back_runs_on_without_a_permit(make_l
         came_back.set()  # without a permit: B still holds the only one
         return result("A")
 
-    lane.submit(ToolJob("a", "A", running_entry(entries, "A")(a)))
+    lane.submit(ToolJob("a", "A", running_entry(entries, "A")(a), bound=60))
     assert parked.wait(WAIT)
     lane.submit(ToolJob("b", "B", blocker(started_b, release_b, "B")))
     assert started_b.wait(WAIT)
     release_a.set()  # A leaves off_lane and waits for B's permit
     wait_until(lambda: entries["A"].waiting, "A to wait for a permit")
     assert not came_back.is_set()
-    entries["A"].release_permit()
+    give_up_now(entries["A"])
     assert came_back.wait(WAIT)
     wait_until(lambda: lane.stats().parked == 0, "A to end")
     s = lane.stats()
     assert (s.busy, s.resumes, s.dropped) == (1, 0, 1), s  # B alone holds a permit
     check_balance(s)
     release_b.set()
-    assert [o.batch_id for o in outcomes.take()] == ["B"]
+    assert [o.batch_id for o in outcomes.take(2)] == ["A", "B"]
 
 
-def test_a_job_let_go_while_parked_does_not_take_a_permit_back(make_lane):
+def test_a_job_given_up_while_parked_does_not_take_a_permit_back(make_lane):
     lane = make_lane(1)
     entries: dict[str, Entry] = {}
-    parked, let_go, left = threading.Event(), threading.Event(), threading.Event()
+    parked, given_up, left = threading.Event(), threading.Event(), threading.Event()
     release = threading.Event()
 
     def a(cancel: CancelToken) -> list[ToolResult]:
         with off_lane():
             parked.set()
-            assert let_go.wait(WAIT)
+            assert given_up.wait(WAIT)
         left.set()
         assert release.wait(WAIT)
         return result("A")
 
-    lane.submit(ToolJob("a", "A", running_entry(entries, "A")(a)))
+    lane.submit(ToolJob("a", "A", running_entry(entries, "A")(a), bound=60))
     assert parked.wait(WAIT)
-    entries["A"].release_permit()
-    let_go.set()
+    give_up_now(entries["A"])
+    given_up.set()
     assert left.wait(WAIT)
     s = lane.stats()
     assert (s.busy, s.parked, s.parks, s.resumes) == (0, 1, 1, 0), s
     release.set()
     wait_until(lambda: lane.stats().in_flight == 0, "A to end")
     assert lane.stats().dropped == 1
+
+
+def test_a_cancelled_job_given_up_delivers_nothing_but_frees_its_permit(make_lane):
+    outcomes, ended = Outcomes(), []
+    lane = make_lane(1, on_outcome=outcomes, on_end=lambda job: ended.append(job.batch_id))
+    entries: dict[str, Entry] = {}
+    started, release = threading.Event(), threading.Event()
+    job = ToolJob("a", "A", running_entry(entries, "A")(blocker(started, release, "A")), bound=60)
+    lane.submit(job)
+    assert started.wait(WAIT)
+    job.cancel.cancel("interrupted")  # ignored by the job: it runs on
+    give_up_now(entries["A"])
+    assert ended == ["A"] and lane.stats().busy == 0
+    lane.submit(ToolJob("b", "B", lambda c: result("B")))
+    assert [o.batch_id for o in outcomes.take()] == ["B"]  # nothing of A's, stale
+    release.set()
+    wait_until(lambda: lane.stats().in_flight == 0, "A to end")
+    assert lane.stats().dropped == 1 and ended == ["A", "B"]
+
+
+def test_an_executor_job_past_its_bound_is_given_up_too(make_lane, monkeypatch):
+    monkeypatch.setattr(tool_lane_module, "GIVE_UP_GRACE_SECS", 0.0)
+    outcomes = Outcomes()
+    started, release = threading.Event(), threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+        lane = make_lane(1, executor=pool, on_outcome=outcomes)
+        lane.submit(ToolJob("a", "A", blocker(started, release, "A"), bound=0.05))
+        assert started.wait(WAIT)
+        lane.submit(ToolJob("b", "B", lambda c: result("B")))
+        assert [o.batch_id for o in outcomes.take(2)] == ["A", "B"]
+        release.set()
+        wait_until(lambda: lane.stats().in_flight == 0, "A to end")
+        s = lane.stats()
+        assert (s.dropped, s.finished) == (1, 1), s
+        assert outcomes.none_left()
 
 
 def test_relieve_widens_the_lane_and_starts_what_waited(make_lane):

@@ -25,7 +25,7 @@ from runtime import (
     World,
 )
 from runtime.errors import ConfigError
-from runtime.world import lockstep as lockstep_module
+from runtime.lane import tool_lane as tool_lane_module
 from tests.conftest import wait_for
 
 WAIT = 10.0
@@ -244,7 +244,7 @@ def test_an_interrupt_does_not_wait_for_the_slow_job_it_abandons(make_world):
 
 
 def test_a_job_that_ignores_its_timeout_is_given_up_and_the_world_goes_on(make_world, monkeypatch):
-    monkeypatch.setattr(lockstep_module, "GIVE_UP_GRACE_SECS", 0.05)
+    monkeypatch.setattr(tool_lane_module, "GIVE_UP_GRACE_SECS", 0.05)
     release = threading.Event()
     tools = ToolRegistry()
 
@@ -273,7 +273,7 @@ def test_a_given_up_job_lets_go_of_its_lane_permit(make_world, monkeypatch):
     # On a one-wide lane, the deaf tool's thread runs on after the give-up: were it still
     # holding the lane's only permit, the next batch would queue behind it and every tick
     # would wait for that batch (it never starts), until the deaf tool returned.
-    monkeypatch.setattr(lockstep_module, "GIVE_UP_GRACE_SECS", 0.05)
+    monkeypatch.setattr(tool_lane_module, "GIVE_UP_GRACE_SECS", 0.05)
     release = threading.Event()
     tools = ToolRegistry()
 
