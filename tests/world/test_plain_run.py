@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -156,3 +157,40 @@ def test_a_tie_after_an_ending_finds_the_abort_queue_cleared() -> None:
     for every in (2, 3, 4, 5, 6, 1000):
         runs = [_stops(programs, [], watched=w, digest=False, every=every) for w in (False, True)]
         assert runs[0] == runs[1]
+
+
+def _one_sleeper(turn: Any) -> Generator[Any, Any, None]:
+    for i in range(1, 2_001):
+        yield Sleep(0.5 + (i % 7) * 0.125)  # one sleeper: every wake-up an instant of its own
+
+
+@pytest.mark.parametrize("slice_secs", [0.0, 60.0])
+def test_a_plain_run_looks_at_its_time_slice_every_64_ticks(slice_secs: float) -> None:
+    # The run holds the world's locks; every 64 ticks it looks whether its slice
+    # (`WAKE_SLICE`) is over, and once it is, returns so that the locks are taken again
+    # (other threads get in between). A run that stopped looking held them to its end.
+    from runtime.world import skip
+
+    world = World(clock=ManualClock())
+    runs: list[int] = []
+    wake_run = world._wake_run
+
+    def counted(*args: Any) -> Any:
+        more, now, begun = wake_run(*args)
+        runs.append(more)
+        return more, now, begun
+
+    world._wake_run = counted  # type: ignore[method-assign]
+    saved = skip.WAKE_SLICE
+    skip.WAKE_SLICE = slice_secs
+    try:
+        world.spawn(_one_sleeper)
+        world.run_until_idle(max_ticks=10**6)
+    finally:
+        skip.WAKE_SLICE = saved
+        world.close()
+    assert sum(runs) > 3_000  # ~2 ticks a wake-up, nearly all in runs
+    if slice_secs == 0.0:  # over at once: each run returns at its first look
+        assert max(runs) <= 66, max(runs)
+    else:  # never over here: the runs end only at the tick budget of a slice
+        assert max(runs) > 1_000, max(runs)
