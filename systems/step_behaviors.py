@@ -75,7 +75,7 @@ def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
                 continue
             if action.__class__ is Sleep:  # take_action's first case, inlined
                 turn.phase = sleeping
-                seconds = action.seconds
+                seconds = action._seconds
                 if seconds <= 0:
                     turn.deadline = now
                     next_ready[ordinal] = rec
@@ -130,7 +130,7 @@ def step_one(state: WorldState) -> None:
         except BaseException as exc:  # SystemExit, a stray Cancelled: this agent's
             fail(state, rec, exc)
         else:
-            if action.__class__ is Sleep and action.seconds <= 0:  # take_action's, inlined
+            if action.__class__ is Sleep and action._seconds <= 0:  # take_action's, inlined
                 turn.phase = SLEEPING
                 turn.deadline = state.now
                 next_ready[ordinal] = rec
@@ -154,7 +154,7 @@ def take_action(
     if cls is Sleep:
         assert isinstance(action, Sleep)
         turn.phase = SLEEPING
-        seconds = action.seconds
+        seconds = action._seconds
         if seconds <= 0:
             turn.deadline = state.now
             next_ready[rec.ordinal] = rec

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError, dataclass
 from numbers import Real
-from typing import Any, Protocol, TypeAlias, TypeVar, overload
+from operator import attrgetter
+from types import MemberDescriptorType
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, overload
 
 from components import Entry, InteractionRequest, ToolCall
 from runtime.world.host_data import copy_component
@@ -111,7 +113,7 @@ class Ask:
         _set_request(self, request)
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, init=False)
 class Sleep:
     """Wait until ``world.now`` has passed now + ``seconds``; the result is None.
 
@@ -121,11 +123,19 @@ class Sleep:
         TypeError: ``seconds`` is not a real number (a string, None).
     """
 
-    seconds: float
-
+    # The one action of a simulation's every step, so built as cheaply as Python allows.
     # ``__new__`` rather than ``__init__``, so that ``Sleep(0)`` can hand back the shared
     # instance without allocating (object.__init__ then accepts the argument and does
-    # nothing). Only the int 0 is shared: ``Sleep(0.0)`` keeps its own repr.
+    # nothing); only the int 0 is shared (``Sleep(0.0)`` keeps its own repr). Any other
+    # stores its value with a plain attribute store into the private slot ``_seconds``
+    # (~60 ns less than the frozen field's descriptor): ``seconds`` is a read-only
+    # property over it (assigning raises `FrozenInstanceError`, as on any frozen
+    # dataclass), and the class has no frozen ``__setattr__`` to slow that store down.
+    __slots__ = ("_seconds",)
+    seconds: float
+    if TYPE_CHECKING:  # the slot, not a field (dataclasses read annotations at run time)
+        _seconds: float
+
     def __new__(cls, seconds: float) -> Sleep:
         if seconds is _ZERO and cls is Sleep:
             return _SLEEP_0
@@ -133,12 +143,44 @@ class Sleep:
         kind = given.__class__
         if kind is not float and kind is not int and not isinstance(given, Real):
             raise TypeError(f"Sleep takes a number of seconds, got {given!r}")
+        if cls is not Sleep:
+            return _new_subclass_sleep(cls, seconds)
         self = _new_object(cls)
-        _set_seconds(self, seconds)
+        self._seconds = seconds  # type: ignore[misc]  # (its slot)
         return self
 
     def __reduce__(self) -> tuple[type[Sleep], tuple[float]]:
         return (self.__class__, (self.seconds,))
+
+
+def _frozen_seconds(self: Sleep, value: object = None) -> None:
+    raise FrozenInstanceError("cannot assign to field 'seconds'")
+
+
+def _undeletable_seconds(self: Sleep) -> None:
+    raise FrozenInstanceError("cannot delete field 'seconds'")
+
+
+del Sleep.__setattr__, Sleep.__delattr__  # the frozen ones: `seconds` itself refuses writes
+Sleep.seconds = property(  # type: ignore[assignment]
+    attrgetter("_seconds"), _frozen_seconds, _undeletable_seconds, "The seconds to sleep."
+)
+_set_hidden_seconds = Sleep.__dict__["_seconds"].__set__
+
+
+def _new_subclass_sleep(cls: type[Sleep], seconds: float) -> Sleep:
+    """A subclass's ``Sleep``: its store may be frozen (a frozen dataclass subclass), and a
+    slotted dataclass subclass has a ``seconds`` slot of its own, which its reads find
+    first: both are written through their descriptors."""
+    self = _new_object(cls)
+    _set_hidden_seconds(self, seconds)
+    for klass in cls.__mro__:
+        found = klass.__dict__.get("seconds")
+        if found is not None:
+            if isinstance(found, MemberDescriptorType):
+                found.__set__(self, seconds)
+            break
+    return self
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -200,7 +242,6 @@ _new_object = object.__new__
 _set_prompt = Think.__dict__["prompt"].__set__
 _set_model = Think.__dict__["model"].__set__
 _set_calls = CallTools.__dict__["calls"].__set__
-_set_seconds = Sleep.__dict__["seconds"].__set__
 _set_request = Ask.__dict__["request"].__set__
 _set_agent_ids = Join.__dict__["agent_ids"].__set__
 _set_behavior = Spawn.__dict__["behavior"].__set__
@@ -208,7 +249,7 @@ _set_message = Spawn.__dict__["message"].__set__
 _set_name = Spawn.__dict__["name"].__set__
 _ZERO: object = 0  # the int 0 (CPython shares small ints, so `is` finds it)
 _SLEEP_0 = _new_object(Sleep)
-_set_seconds(_SLEEP_0, 0)
+_SLEEP_0._seconds = 0  # type: ignore[misc]
 
 RESERVED_ACTIONS: dict[type, str] = {
     cls: "a built-in action" for cls in (Think, CallTools, Ask, Sleep, Spawn, Join)

@@ -110,7 +110,7 @@ def _take_other(state: WorldState, rec: Any, action: Any, next_ready: dict[int, 
     run's general loop takes it: another positive sleep (an int's), a step action (a
     resource's) or anything else through `take_action`; whether the tick must end the
     run (the agent did something but sleep or park)."""
-    if action.__class__ is Sleep and not (s := action.seconds) <= 0 and s > 0:
+    if action.__class__ is Sleep and not (s := action._seconds) <= 0 and s > 0:
         deadline = rec.turn.deadline = state.now + s
         state.add_sleeper(rec, deadline)
         return False
@@ -408,7 +408,7 @@ class SkipAhead:
                             # `_take_other`, as the general loop would take it.
                             if (
                                 action.__class__ is sleep
-                                and (s := action.seconds).__class__ is float
+                                and (s := action._seconds).__class__ is float
                                 and s > 0.0
                             ):
                                 deadline = turn.deadline = now + s  # still SLEEPING
@@ -549,7 +549,7 @@ class SkipAhead:
                             continue
                         # A positive sleep, compared as step_ready compares it (`<= 0` first,
                         # so a bad `seconds` fails with the same message).
-                        if action.__class__ is sleep and not (s := action.seconds) <= 0 and s > 0:
+                        if action.__class__ is sleep and not (s := action._seconds) <= 0 and s > 0:
                             deadline = turn.deadline = now + s  # the phase stays SLEEPING
                             seq += 1
                             rec.sleep_seq = seq

@@ -65,6 +65,47 @@ def test_a_subclass_of_sleep_is_never_the_shared_instance() -> None:
     assert type(nap) is Nap and nap.seconds == 0
 
 
+def test_a_sleep_is_still_a_frozen_dataclass_to_its_users() -> None:
+    # Its value lives in a private slot under a read-only `seconds` (a cheaper store):
+    # what a user of a frozen dataclass does with one still works, and still refuses.
+    nap = Sleep(1.5)
+    assert dataclasses.is_dataclass(nap) and dataclasses.asdict(nap) == {"seconds": 1.5}
+    assert dataclasses.replace(nap, seconds=2) == Sleep(2)
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'seconds'"):
+        del nap.seconds  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        nap.other = 1  # type: ignore[attr-defined]
+    match nap:
+        case Sleep(seconds=seconds):
+            assert seconds == 1.5
+    assert Sleep(1.5) == Sleep(1.5) != Sleep(2.5) and hash(Sleep(1.5)) == hash(Sleep(1.5))
+
+
+def test_a_subclass_of_sleep_keeps_its_own_fields() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True, init=False)
+    class Tagged(Sleep):
+        tag: str = "t"
+
+        def __new__(cls, seconds: float, tag: str = "t") -> Tagged:
+            self = Sleep.__new__(cls, seconds)  # (a slotted dataclass: no bare super())
+            object.__setattr__(self, "tag", tag)
+            return self  # type: ignore[return-value]
+
+    class Plain(Sleep):
+        pass
+
+    tagged = Tagged(2, "x")
+    assert (tagged.seconds, tagged.tag) == (2, "x") and tagged == Tagged(2, "x")
+    assert (
+        repr(tagged)
+        == "test_a_subclass_of_sleep_keeps_its_own_fields.<locals>.Tagged(seconds=2, tag='x')"
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tagged.seconds = 3  # type: ignore[misc]
+    plain = Plain(0)
+    assert type(plain) is Plain and plain.seconds == 0 and plain != Sleep(0)
+
+
 def test_call_tools_refuses_a_non_call_and_repeated_ids_naming_them() -> None:
     with pytest.raises(TypeError, match="got 'grep'"):
         CallTools("grep")  # type: ignore[arg-type]
