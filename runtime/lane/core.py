@@ -265,6 +265,8 @@ class LaneCore:
     def _step_off(self, entry: Entry) -> list[Entry]:
         """Park a running job: b-1 p+1, and pass its permit on. Returns jobs to launch."""
         with self._lock:
+            if entry.parked:  # given up (`_let_go`) since `park` looked: parked already
+                return []
             self._version += 1
             entry.parked = True
             self._busy -= 1

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import os
 import threading
 import time
 from typing import Protocol
 
 __all__ = ["Deadline", "Target", "schedule"]
+
+log = logging.getLogger(__name__)
 
 
 class Target(Protocol):
@@ -82,7 +85,10 @@ class _Timer:
     def _run(self) -> None:
         while True:
             due = self._next_due()
-            due.token.cancel(due.reason)  # outside the lock: callbacks may do anything
+            try:
+                due.token.cancel(due.reason)  # outside the lock: callbacks may do anything
+            except Exception:  # the one timer thread of every deadline: never its end
+                log.exception("a deadline's target raised: %r", due.token)
 
     def _next_due(self) -> Deadline:
         with self._cond:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import Protocol
 
-__all__ = ["current", "off_lane"]
+__all__ = ["current", "given_up", "off_lane"]
 
 
 class _Slot(Protocol):
@@ -24,8 +24,20 @@ class _Slot(Protocol):
     def resume(self) -> None:
         """Take a permit again, waiting while the lane is full."""
 
+    @property
+    def let_go(self) -> bool:
+        """Whether the lane gave the job up (it ran past its bound)."""
+
 
 current = threading.local()
+
+
+def given_up() -> bool:
+    """Whether the lane job running on this thread was given up (it ran past its
+    ``ToolJob.bound``): what it does from now on is delivered nowhere, so a batch starts
+    no further call. False outside a lane job."""
+    slot: _Slot | None = getattr(current, "slot", None)
+    return slot is not None and slot.let_go
 
 
 @contextlib.contextmanager

@@ -62,13 +62,15 @@ GIVE_UP_GRACE_SECS = 1.0
 class _GiveUp:
     """The give-up of one job with a bound: what its deadline fires. Exactly one of the
     deadline (`cancel`) and the job's own end (`settle`) delivers the job's outcome; each
-    claims it by taking the one item of ``claim`` (a list pop is atomic)."""
+    claims it by taking the one item of ``claim`` (a list pop is atomic). Either way the
+    winner lets go of the lane and the job (a cancelled deadline stays in the timer's heap
+    until it surfaces)."""
 
     __slots__ = ("claim", "deadline", "done", "entry", "lane", "limit")
 
     def __init__(self, lane: ToolLane, entry: Entry, limit: float) -> None:
-        self.lane = lane
-        self.entry = entry
+        self.lane: ToolLane | None = lane
+        self.entry: Entry | None = entry
         self.limit = limit
         self.claim = [True]
         self.deadline: Deadline | None = None
@@ -81,8 +83,11 @@ class _GiveUp:
             self.claim.pop()
         except IndexError:
             return
+        lane, entry = self.lane, self.entry
+        self.lane = self.entry = None
         try:
-            self.lane._give_up(self.entry, self.limit)
+            if lane is not None and entry is not None:  # (only `settle` clears them)
+                lane._give_up(entry, self.limit)
         finally:
             self.done.release()
 
@@ -95,9 +100,39 @@ class _GiveUp:
         except IndexError:
             self.done.acquire()
             return False
+        self.lane = self.entry = None
         if self.deadline is not None:
             self.deadline.cancel()
         return True
+
+
+class _ArmOnStart:
+    """An executor job's body that arms its give-up as it starts, on the executor's
+    thread: the time it waited in the executor's own queue (behind a job given up, whose
+    thread runs on) is not its run. Pickles as the body alone: a job shipped to another
+    process has no clock here, and is never given up."""
+
+    __slots__ = ("entry", "lane", "run")
+
+    def __init__(
+        self, lane: ToolLane, entry: Entry, run: Callable[[CancelToken], Sequence[ToolResult]]
+    ) -> None:
+        self.lane = lane
+        self.entry = entry
+        self.run = run
+
+    def __call__(self, cancel: CancelToken) -> Sequence[ToolResult]:
+        bound = self.entry.job.bound
+        assert bound is not None
+        self.lane._arm(self.entry, bound)
+        return self.run(cancel)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_same, (self.run,))
+
+
+def _same(run: object) -> object:
+    return run
 
 
 def _error_results(calls: Sequence[ToolCall], error: str) -> tuple[ToolResult, ...]:
@@ -365,7 +400,7 @@ class ToolLane(LaneCore):
                 results = _run_job(job.run, job.cancel)
                 kind = FINISHED
             except BaseException as exc:  # the worker never dies for a tool's sake
-                kind, error, results = self._failure(job, exc)
+                kind, error, results = self._failure(entry, exc)
             finally:
                 local.slot = None
             entry = self._finish(entry, kind, results, time.perf_counter() - started, error)
@@ -376,12 +411,14 @@ class ToolLane(LaneCore):
                 entry = backlog.pop() if backlog else self._wait_for_work(idler, self._idle_timeout)
 
     def _failure(
-        self, job: ToolJob, exc: BaseException
+        self, entry: Entry, exc: BaseException
     ) -> tuple[str, str | None, tuple[ToolResult, ...]]:
-        """How a job that raised ``exc`` ended: dropped (its token fired), else failed, with
-        the outcome's error (naming the lane and the job) and one error result per call."""
+        """How a job that raised ``exc`` ended: dropped (its token fired, or it was given
+        up and stopped: `runtime.lane.parking.given_up`), else failed, with the outcome's
+        error (naming the lane and the job) and one error result per call."""
+        job = entry.job
         if isinstance(exc, Cancelled):
-            if job.cancel.cancelled:
+            if job.cancel.cancelled or entry.let_go:
                 return DROPPED, None, _NO_RESULTS
             # Rule: a job that ends without a real outcome gives its agent an error naming
             # the lane, never a silent wait (a model raising Cancelled on its own).
@@ -410,11 +447,13 @@ class ToolLane(LaneCore):
         """
         job = entry.job
         giveup = entry.giveup
-        if giveup is not None and not giveup.settle():
-            # Given up: its outcome went out then, and `on_end` heard of its end then.
-            if not job.cancel.cancelled:
-                job.cancel.remove_callback(entry)
-            return self._release(entry, DROPPED)
+        if giveup is not None:
+            entry.giveup = None  # (the two point at each other)
+            if not giveup.settle():
+                # Given up: its outcome went out then, and `on_end` heard of its end then.
+                if not job.cancel.cancelled:
+                    job.cancel.remove_callback(entry)
+                return self._release(entry, DROPPED)
         if job.cancel.cancelled:
             kind = DROPPED  # cancelled while running: the outcome is stale
         else:
@@ -459,21 +498,40 @@ class ToolLane(LaneCore):
                     log.exception("lane %r: on_outcome raised for %r", self._name, job.batch_id)
             if self._wake is not None:
                 self._wake.notify()
-        self._launch_all(self._let_go(entry))  # after the outcome: it comes before the next
+        granted = self._let_go(entry)  # after the outcome: it comes before the next
+        try:
+            self._launch_all(granted)
+        except Exception as exc:  # no thread to be had: on the timer's thread, fail them
+            log.exception("lane %r: could not start the jobs behind a given-up one", self._name)
+            self._fail_unlaunched(granted, exc)
         if self._on_end is not None:
             try:
                 self._on_end(job)
             except Exception:
                 log.exception("lane %r: on_end raised for %r", self._name, job.batch_id)
 
+    def _fail_unlaunched(self, entries: list[Entry], exc: BaseException) -> None:
+        """Started jobs no thread could be started for, on a thread that cannot run them:
+        each ends failed (an error result per call, naming the lane), and so does each job
+        its permit goes to next, rather than wait for a thread that never comes."""
+        if self._executor is None:
+            self._threads_not_started(len(entries))
+        pending = list(entries)
+        while pending:
+            entry = pending.pop()
+            job = entry.job
+            error = f"lane {self._name!r}: no thread to run job {job.batch_id!r}: {_describe(exc)}"
+            nxt = self._finish(entry, FAILED, _error_results(job.calls, error), 0.0, error)
+            if nxt is not None:
+                pending.append(nxt)
+
     def _submit_to_executor(self, entry: Entry) -> None:
         assert self._executor is not None
         job = entry.job
-        if job.bound is not None:
-            self._arm(entry, job.bound)
+        run = job.run if job.bound is None else _ArmOnStart(self, entry, job.run)
         entry.started_at = time.perf_counter()
         try:
-            future = self._executor.submit(_run_job, job.run, job.cancel)
+            future = self._executor.submit(_run_job, run, job.cancel)
         except Exception as exc:  # e.g. the executor was shut down under us
             log.exception("lane %r: executor refused job %r", self._name, job.batch_id)
             error = f"lane {self._name!r}: executor refused job {job.batch_id!r}: {_describe(exc)}"
@@ -500,7 +558,7 @@ class ToolLane(LaneCore):
             if exc is None:
                 kind, results = FINISHED, future.result()
             else:
-                kind, error, results = self._failure(job, exc)
+                kind, error, results = self._failure(entry, exc)
         if kind == FAILED and not results:
             results = _error_results(job.calls, error or "failed")
         elapsed = time.perf_counter() - entry.started_at

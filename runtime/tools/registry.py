@@ -24,6 +24,7 @@ from components.tools import build_result
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError
 from runtime.lane.deadlines import schedule
+from runtime.lane.parking import given_up
 from runtime.lane.values import NotJSON, json_value
 from runtime.tools.base import (
     SupportsAsk,
@@ -36,6 +37,8 @@ from runtime.tools.base import (
 )
 
 __all__ = ["ToolRegistry"]
+
+_GIVEN_UP = "given up: a call before ignored its timeout"
 
 F = TypeVar("F", bound=ToolFunction)
 
@@ -239,6 +242,8 @@ class ToolRegistry:
             if result is None:
                 raise Cancelled(cancel.reason or "cancelled")
             return result
+        if given_up():  # its lane gave the batch up (an earlier call ignored its timeout):
+            raise Cancelled(_GIVEN_UP)  # its agent has its results; nothing more may run
         token = CancelToken()
 
         def follow(parent: CancelToken) -> None:

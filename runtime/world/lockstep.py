@@ -317,8 +317,11 @@ class Lockstep:
                 slot = self._by_request.pop(request_id, None)
                 if slot is not None:
                     slot.asking.discard(request_id)
-                    if not slot.asking and not slot.ended and not slot.released:
-                        self._running[slot.seq] = slot  # it runs again: wait for it
+                    if not slot.quiet() and not slot.released:
+                        # It runs again: wait for it. (Not one the tick need not wait for
+                        # anyway, abandoned or cancelled: were it listed, no end of the
+                        # others would empty the list, and the tick would wait for it.)
+                        self._running[slot.seq] = slot
                         self._fresh = True
                     if request_id in slot.unreleased_opens:
                         self._hold(slot, event)  # behind its opening

@@ -540,11 +540,18 @@ def test_a_job_that_ends_within_its_bound_is_never_given_up(make_lane, monkeypat
     outcomes = Outcomes()
     lane = make_lane(1, on_outcome=outcomes)
     entries: dict[str, Entry] = {}
-    lane.submit(ToolJob("a", "A", running_entry(entries, "A")(lambda c: result("A")), bound=60))
+    armed = []
+
+    def run(cancel: CancelToken) -> list[ToolResult]:
+        armed.append(entries["A"].giveup)  # what the deadline would fire
+        return result("A")
+
+    lane.submit(ToolJob("a", "A", running_entry(entries, "A")(run), bound=60))
     [outcome] = outcomes.take()
     assert outcome.results == tuple(result("A"))
     wait_until(lambda: lane.stats().in_flight == 0, "A to end")
-    give_up_now(entries["A"])  # too late: the job's own end claimed its delivery
+    assert entries["A"].giveup is None  # the entry lets go of its give-up as it ends
+    armed[0].cancel("given up")  # too late: the job's own end claimed its delivery
     assert outcomes.none_left() and lane.stats().finished == 1
 
 
@@ -638,6 +645,137 @@ def test_an_executor_job_past_its_bound_is_given_up_too(make_lane, monkeypatch):
         s = lane.stats()
         assert (s.dropped, s.finished) == (1, 1), s
         assert outcomes.none_left()
+
+
+def test_an_executor_job_waiting_in_the_executor_queue_is_not_given_up(make_lane, monkeypatch):
+    # Its clock starts as it runs: on a one-thread executor, B waits behind A, given up
+    # but still running on the executor's only thread; B must not be given up unrun.
+    monkeypatch.setattr(tool_lane_module, "GIVE_UP_GRACE_SECS", 0.0)
+    outcomes = Outcomes()
+    started, release = threading.Event(), threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        lane = make_lane(1, executor=pool, on_outcome=outcomes)
+        lane.submit(ToolJob("a", "A", blocker(started, release, "A"), bound=0.05))
+        assert started.wait(WAIT)
+        lane.submit(ToolJob("b", "B", lambda c: result("B", "ran"), bound=0.05))
+        [given_up] = outcomes.take()  # A's, at its bound; B waits in the executor's queue
+        assert given_up.batch_id == "A"
+        time.sleep(0.2)  # four of B's bounds, had its clock started at the hand-over
+        assert outcomes.none_left()
+        release.set()
+        [b] = outcomes.take()
+        assert (b.batch_id, b.results) == ("B", tuple(result("B", "ran")))
+
+
+def test_an_executor_job_shipped_elsewhere_travels_without_its_clock() -> None:
+    # Pickled (a Dask worker in another process), the body that starts the give-up's
+    # clock is the job's own body: there is no clock to start out there.
+    import pickle
+
+    lane = ToolLane(1)
+    try:
+        entry = Entry(lane, ToolJob("a", "A", _noop_body, bound=1.0))
+        armed = tool_lane_module._ArmOnStart(lane, entry, _noop_body)
+        assert pickle.loads(pickle.dumps(armed)) is _noop_body
+    finally:
+        lane.close()
+
+
+def _noop_body(cancel: CancelToken) -> list[ToolResult]:
+    return []
+
+
+def test_a_job_given_up_as_it_steps_off_the_lane_is_counted_once(make_lane, monkeypatch):
+    # `park` looks at `parked` without the lock; a give-up landing before its `_step_off`
+    # took the lock parked the job twice (busy -1, parked 2: two jobs ran on one permit).
+    lane = make_lane(1)
+    entries: dict[str, Entry] = {}
+    step_off = lane._step_off
+
+    def give_up_first(entry: Entry) -> list[Entry]:
+        give_up_now(entry)  # the deadline's thread got there first
+        return step_off(entry)
+
+    monkeypatch.setattr(lane, "_step_off", give_up_first)
+    release = threading.Event()
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        with off_lane():
+            assert release.wait(WAIT)
+        return result("A")
+
+    lane.submit(ToolJob("a", "A", running_entry(entries, "A")(a), bound=60))
+    wait_until(lambda: lane.stats().parks == 1, "A to step off")
+    s = lane.stats()
+    assert (s.busy, s.parked, s.parks) == (0, 1, 1), s
+    check_balance(s)
+    release.set()
+    wait_until(lambda: lane.stats().in_flight == 0, "A to end")
+    s = lane.stats()
+    assert (s.busy, s.parked, s.dropped) == (0, 0, 1), s
+
+
+def test_a_batch_given_up_starts_no_further_call(make_lane, monkeypatch):
+    # The agent has its error results at the give-up: a call after the deaf one must not
+    # run as well (it could delete a file the agent was told was never deleted).
+    monkeypatch.setattr(tool_lane_module, "GIVE_UP_GRACE_SECS", 0.0)
+    outcomes, ran = Outcomes(), []
+    release = threading.Event()
+    tools = ToolRegistry()
+
+    @tools.tool(timeout=0.05)
+    def deaf(args, ctx):
+        release.wait(WAIT)  # ignores ctx.cancel
+        return "late"
+
+    @tools.tool(timeout=0.05)
+    def delete_file(args, ctx):
+        ran.append("delete_file")
+        return "deleted"
+
+    calls = (ToolCall("c1", "deaf"), ToolCall("c2", "delete_file"))
+    lane = make_lane(1, on_outcome=outcomes)
+
+    def batch(cancel: CancelToken) -> list[ToolResult]:
+        return tools.run_batch(calls, agent_id="a", cancel=cancel)
+
+    lane.submit(ToolJob("a", "A", batch, calls, bound=tools.time_bound(calls)))
+    [given_up] = outcomes.take()
+    assert all("ignored its timeout" in r.error for r in given_up.results)
+    release.set()
+    wait_until(lambda: lane.stats().in_flight == 0, "A to end")
+    assert ran == [] and lane.stats().dropped == 1 and outcomes.none_left()
+
+
+def test_a_give_up_that_cannot_start_the_next_job_fails_it_and_the_timer_lives_on(
+    make_lane, monkeypatch
+):
+    from runtime.lane import deadlines
+
+    monkeypatch.setattr(tool_lane_module, "GIVE_UP_GRACE_SECS", 0.0)
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    started, release = threading.Event(), threading.Event()
+    lane.submit(ToolJob("a", "A", blocker(started, release, "A"), bound=0.1))
+    assert started.wait(WAIT)
+    spawn = lane._spawn
+
+    def no_thread_on_the_timer(entries: list[Entry]) -> None:
+        if threading.current_thread().name == "tickwork-deadlines":
+            raise RuntimeError("can't start new thread")
+        spawn(entries)
+
+    monkeypatch.setattr(lane, "_spawn", no_thread_on_the_timer)
+    lane.submit(ToolJob("b", "B", lambda c: result("B"), (ToolCall("b1", "t"),)))  # queued
+    given_up, failed = outcomes.take(2)
+    assert (given_up.batch_id, failed.batch_id) == ("A", "B")
+    assert "no thread to run job 'B'" in failed.error
+    token = CancelToken()
+    deadlines.schedule(0.01, token, "still ticking")  # the one timer thread lives on
+    assert token.wait(WAIT)
+    release.set()
+    wait_until(lambda: lane.stats().in_flight == 0, "A to end")
+    check_balance(lane.stats())
 
 
 def test_relieve_widens_the_lane_and_starts_what_waited(make_lane):

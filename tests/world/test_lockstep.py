@@ -542,3 +542,54 @@ def test_a_prompt_a_tool_opens_is_stamped_with_its_dispatch_time_whenever_its_th
     # Off the job's thread the hub reads the world's clock as ever.
     assert world.hub.open("host", InteractionRequest.free_text("", "and you?"))
     assert world.hub.opened()[-1].at == world.now == 15.0
+
+
+def test_a_tick_does_not_wait_for_an_abandoned_job_whose_prompt_was_answered():
+    # A job asking a person is not waited for; its agent interrupted (the job abandoned),
+    # the answer used to list it as running again, so that the other job's end left the
+    # list non-empty and the tick waited for the abandoned job (for ever, if its tool
+    # waits on its token: the interrupt lands only in the tick that was waiting).
+    from components import PromptSettled, Settlement
+    from runtime.cancel import CancelToken
+    from runtime.lane import ToolJob
+    from runtime.lane.parking import current
+    from runtime.world.inputs import Inbox
+    from runtime.world.lockstep import Lockstep
+
+    lockstep = Lockstep(Inbox(), ManualClock())
+    asking = ToolJob("s", "S", lambda c: [], (), CancelToken())
+    other = ToolJob("x", "X", lambda c: [], (), CancelToken())
+    lockstep.track(asking, due=0.0)
+    lockstep.track(other, due=0.0)
+
+    class OnItsThread:  # what lockstep finds on a lane thread running `asking`
+        job = asking
+
+    def ask() -> None:
+        current.slot = OnItsThread()
+        request = InteractionRequest.free_text("p1", "go?")
+        lockstep.caused(PromptOpened("s", request, 0.0))
+
+    opener = threading.Thread(target=ask)
+    opener.start()
+    opener.join(WAIT)
+    waiting = threading.Event()
+    settled = threading.Event()
+
+    def tick() -> None:
+        waiting.set()
+        if lockstep.settle(None):
+            settled.set()
+
+    ticking = threading.Thread(target=tick, daemon=True)
+    try:
+        ticking.start()
+        assert waiting.wait(WAIT)
+        lockstep.abandon("s")  # an interrupt of its agent is on its way
+        answer = InteractionResponse("p1", "yes")
+        lockstep.caused(PromptSettled("s", "p1", Settlement.ANSWERED, answer, 0.0, 0.0))
+        lockstep.ended(other)
+        assert settled.wait(WAIT), "the tick waited for the abandoned job"
+    finally:
+        lockstep.close()
+        ticking.join(WAIT)
