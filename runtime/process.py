@@ -114,9 +114,13 @@ def run_process(
 ) -> ProcessResult:
     """Run ``argv`` (no shell) until it exits, times out or ``cancel`` fires.
 
+    ``argv`` items are strings or paths (``os.PathLike``), as ``subprocess`` takes them.
+
     Raises:
-        ValueError: ``argv`` is a string or empty, ``timeout`` is not a number > 0, or
-            ``max_output`` is not an integer >= 2.
+        ValueError: ``argv`` is a string or empty, or an item is neither a string nor a
+            path (``None``, bytes, a number: each used to run as its ``str()``, ``"None"``
+            or ``"b'echo'"``), ``timeout`` is not a number > 0, or ``max_output`` is not
+            an integer >= 2.
         OSError: the command cannot be started (e.g. ``FileNotFoundError``).
     """
     if isinstance(argv, str | bytes):  # a str is a sequence too: "echo hi" ran `e`
@@ -132,7 +136,15 @@ def run_process(
         raise ValueError(f"`timeout` must be > 0 or None, got {timeout!r}")
     if isinstance(max_output, bool) or not isinstance(max_output, int) or max_output < 2:
         raise ValueError(f"`max_output` must be an integer >= 2, got {max_output!r}")
-    argv = tuple(str(a) for a in argv)
+    items = []
+    for index, given in enumerate(argv):
+        item = os.fspath(given) if isinstance(given, os.PathLike) else given
+        if not isinstance(item, str):
+            raise ValueError(
+                f"`argv` items must be strings, got {given!r} at index {index} of {argv!r}"
+            )
+        items.append(item)
+    argv = tuple(items)
     if cancel is not None and cancel.cancelled:
         return ProcessResult(argv, ProcessEnd.CANCELLED, None, "", "", 0.0, 0)
 

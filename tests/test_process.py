@@ -95,8 +95,19 @@ def test_bad_arguments_name_the_value():
         ({"argv": ["true"], "timeout": float("nan")}, "`timeout` must be > 0 or None, got nan"),
         ({"argv": ["true"], "timeout": "5"}, "`timeout` must be > 0 or None, got '5'"),
         ({"argv": ["true"], "max_output": 2.5}, "`max_output` must be an integer >= 2, got 2.5"),
+        ({"argv": ["echo", None]}, "`argv` items must be strings, got None at index 1"),
+        ({"argv": [b"echo"]}, "`argv` items must be strings, got b'echo' at index 0"),
+        ({"argv": ["sleep", 1]}, "`argv` items must be strings, got 1 at index 1"),
     ],
-    ids=["argv-string", "timeout-nan", "timeout-text", "max-output-float"],
+    ids=[
+        "argv-string",
+        "timeout-nan",
+        "timeout-text",
+        "max-output-float",
+        "argv-none",  # ran `echo None`
+        "argv-bytes",  # ran `b'echo'`
+        "argv-int",
+    ],
 )
 def test_arguments_of_the_wrong_kind_are_refused_before_anything_runs(kwargs, message):
     # A string argv ran its first letter ("echo hi" -> `e`: FileNotFoundError 'e'); a NaN
@@ -104,6 +115,13 @@ def test_arguments_of_the_wrong_kind_are_refused_before_anything_runs(kwargs, me
     with pytest.raises(ValueError) as caught:
         run_process(**kwargs)
     assert str(caught.value).startswith(message)
+
+
+def test_a_path_in_argv_runs_as_its_path(tmp_path):
+    marker = tmp_path / "ran"
+    result = run_process(["touch", marker])
+    assert result.ended is ProcessEnd.EXITED and marker.exists()
+    assert result.argv == ("touch", str(marker))
 
 
 def test_a_huge_timeout_waits_without_overflowing():

@@ -45,9 +45,11 @@ class ShellTool(ToolBase):
         """Describe the command; nothing runs until the tool is called.
 
         Raises:
-            ConfigError: ``argv`` is empty or not all strings, ``timeout`` is not positive,
-                ``env`` does not map strings to strings, or ``max_output`` is not an
-                integer >= 2 (each failed the call, not the set-up, before).
+            ConfigError: ``argv`` is empty or not all strings (or one holds a NUL),
+                ``timeout`` is not positive, ``env`` does not map strings to strings (or
+                holds a name that is empty or has '=' or NUL, or a value with NUL), or
+                ``max_output`` is not an integer >= 2 (each failed the call, not the
+                set-up, before).
         """
         if not isinstance(argv, str) and not isinstance(argv, list | tuple):
             argv = list(argv)  # an iterator: read once, here (the check consumed it)
@@ -58,6 +60,16 @@ class ShellTool(ToolBase):
             and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
         ):
             raise ConfigError(f"`env` of tool {name!r} must map strings to strings, got {env!r}")
+        for key, value in (env or {}).items():
+            # What the OS refuses (each failed every call, not the set-up, before).
+            if not key or "=" in key or "\0" in key or "\0" in value:
+                raise ConfigError(
+                    f"`env` of tool {name!r}: {key!r}={value!r} is no environment variable"
+                    " (a name must be non-empty, without '=' or NUL; a value without NUL)"
+                )
+        for item in argv:
+            if "\0" in item:
+                raise ConfigError(f"`argv` of tool {name!r}: {item!r} holds a NUL character")
         if isinstance(max_output, bool) or not isinstance(max_output, int) or max_output < 2:
             raise ConfigError(
                 f"`max_output` of tool {name!r} must be an integer >= 2, got {max_output!r}"

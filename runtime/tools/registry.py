@@ -142,13 +142,18 @@ class ToolRegistry:
         """Register ``tool`` under its name and return it.
 
         Raises:
-            ConfigError: another tool has that name, or the name is empty.
+            ConfigError: another tool has that name, or the name is empty; its ``timeout``
+                is not a number > 0 or None, or its ``virtual_duration`` (if it has one)
+                not a finite number >= 0.
         """
         if not isinstance(tool.name, str) or not tool.name:
             raise ConfigError(f"a tool's `name` must be a non-empty string, got {tool.name!r}")
         if tool.name in self._tools:
             raise ConfigError(f"tool {tool.name!r} is already registered")
         check_timeout(tool.timeout)
+        # A tool made by hand, not through ToolBase, is checked here (a NaN made every
+        # lockstep batch of it due at NaN: never released, the world ticking on for ever).
+        check_virtual_duration(getattr(tool, "virtual_duration", 0.0))
         self._tools[tool.name] = tool
         return tool
 

@@ -82,6 +82,40 @@ def test_a_duplicate_or_bad_tool_is_a_config_error_naming_it():
         ShellTool("sh", ["true"], max_output=0)
 
 
+@pytest.mark.parametrize(
+    ("env", "argv", "shown"),
+    [
+        ({"A=B": "x"}, ["true"], "'A=B'='x' is no environment variable"),
+        ({"": "x"}, ["true"], "''='x' is no environment variable"),
+        ({"A": "x\0y"}, ["true"], "'A'='x\\x00y' is no environment variable"),
+        (None, ["echo", "a\0b"], "'a\\x00b' holds a NUL character"),
+    ],
+    ids=["name-with-equals", "empty-name", "value-with-nul", "argv-with-nul"],
+)
+def test_a_shell_tool_the_os_would_refuse_is_refused_at_set_up(env, argv, shown):
+    # Each failed every call (ValueError from the process start), not the set-up.
+    with pytest.raises(ConfigError) as caught:
+        ShellTool("sh", argv, env=env)
+    assert "tool 'sh'" in str(caught.value) and shown in str(caught.value), str(caught.value)
+
+
+def test_a_hand_made_tool_with_a_bad_virtual_duration_is_refused_when_added():
+    class Handmade:  # the `Tool` protocol, not `ToolBase`: nothing checked it before
+        name = "handmade"
+        timeout = None
+        requires_approval = False
+        local_only = False
+        virtual_duration = float("nan")
+
+        def __call__(self, args, ctx):
+            return "done"
+
+    with pytest.raises(
+        ConfigError, match="`virtual_duration` must be a finite number >= 0, got nan"
+    ):
+        ToolRegistry().add(Handmade())  # type: ignore[arg-type]
+
+
 def test_an_unknown_tool_is_an_error_result_for_that_call_alone():
     tools = ToolRegistry()
     tools.tool()(echo_args)
