@@ -259,8 +259,15 @@ class _Parser:
         checker = self.checker
         path: Path = ("agents", index)
         if "behavior" in table:  # the American spelling, as the Python API writes it
+            if "behaviour" in table:  # one of them was dropped without a word
+                checker.problem(
+                    path,
+                    "an agent gives both `behavior` and `behaviour`"
+                    f" ({table['behavior']!r} and {table['behaviour']!r}): give one",
+                )
+                return None
             table = dict(table)
-            table.setdefault("behaviour", table.pop("behavior"))
+            table["behaviour"] = table.pop("behavior")
         values = checker.fields(path, table, AGENT_FIELDS)
         behaviour_name = f"scenario:{format_path(path)}"
         given = [key for key in ("behaviour", "steps") if key in table]

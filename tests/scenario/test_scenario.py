@@ -174,6 +174,14 @@ MISTAKES = [
         id="behaviour-and-steps",
     ),
     pytest.param(
+        '[[agents]]\nbehavior = "tests.journal_behaviors:worker"\n'
+        'behaviour = "tests.journal_behaviors:nothing_here"\n',
+        "s.toml:5: agents[0]: an agent gives both `behavior` and `behaviour`"
+        " ('tests.journal_behaviors:worker' and 'tests.journal_behaviors:nothing_here'):"
+        " give one",
+        id="behavior-and-behaviour",  # the American spelling was dropped without a word
+    ),
+    pytest.param(
         '[tools.both]\nshell = ["true"]\nsleep = true\n' + AGENT,
         "s.toml:5: tools.both: a tool needs exactly one of python, shell, sleep, ask_user,"
         " got shell and sleep",
