@@ -131,10 +131,14 @@ class Sleep:
     # (~60 ns less than the frozen field's descriptor): ``seconds`` is a read-only
     # property over it (assigning raises `FrozenInstanceError`, as on any frozen
     # dataclass), and the class has no frozen ``__setattr__`` to slow that store down.
-    __slots__ = ("_seconds",)
     seconds: float
-    if TYPE_CHECKING:  # the slot, not a field (dataclasses read annotations at run time)
-        _seconds: float
+    if TYPE_CHECKING:  # the slot: neither a field nor a user's to write
+
+        @property
+        def _seconds(self) -> float: ...
+
+    else:  # (a type checker that saw it would take `seconds` for a slot it is not)
+        __slots__ = ("_seconds",)
 
     def __new__(cls, seconds: float) -> Sleep:
         if seconds is _ZERO and cls is Sleep:
@@ -153,8 +157,17 @@ class Sleep:
         return (self.__class__, (self.seconds,))
 
 
-def _frozen_seconds(self: Sleep, value: object = None) -> None:
-    raise FrozenInstanceError("cannot assign to field 'seconds'")
+def _frozen_seconds(self: Sleep, value: float) -> None:
+    # A class without a `__setattr__` of its own (`Sleep`, a plain subclass) reaches here
+    # from any assignment: refused. One with its own (a frozen dataclass subclass, whose
+    # `__setattr__` refuses users) reaches here only through `object.__setattr__`: its
+    # generated `__init__`, or a `__post_init__`'s, as on any frozen dataclass.
+    if type(self).__setattr__ is _object_setattr:
+        raise FrozenInstanceError("cannot assign to field 'seconds'")
+    _set_hidden_seconds(self, value)
+
+
+_object_setattr = object.__setattr__
 
 
 def _undeletable_seconds(self: Sleep) -> None:

@@ -104,6 +104,18 @@ def test_a_subclass_of_sleep_keeps_its_own_fields() -> None:
         tagged.seconds = 3  # type: ignore[misc]
     plain = Plain(0)
     assert type(plain) is Plain and plain.seconds == 0 and plain != Sleep(0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plain.seconds = 3  # type: ignore[misc]
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen(Sleep):  # its generated __init__ writes `seconds` with object.__setattr__
+        pass
+
+    frozen = Frozen(2)
+    assert frozen.seconds == 2 and repr(frozen).endswith("Frozen(seconds=2)")
+    assert dataclasses.replace(frozen, seconds=3) == Frozen(3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        frozen.seconds = 4  # type: ignore[misc]
 
 
 def test_call_tools_refuses_a_non_call_and_repeated_ids_naming_them() -> None:
