@@ -459,20 +459,30 @@ class ToolLane(LaneCore):
         else:
             job.cancel.remove_callback(entry)
         if kind != DROPPED:
-            if self._on_outcome is not None:
-                try:
-                    outcome = build_outcome(job.agent_id, job.batch_id, results, elapsed, error)
-                    self._on_outcome(outcome)
-                except Exception:
-                    log.exception("lane %r: on_outcome raised for %r", self._name, job.batch_id)
-            if self._wake is not None:
-                self._wake.notify()
+            self._deliver(job, results, elapsed, error)
         if self._on_end is not None:
-            try:
-                self._on_end(job)
-            except Exception:
-                log.exception("lane %r: on_end raised for %r", self._name, job.batch_id)
+            self._ended(job)
         return self._release(entry, kind)
+
+    def _deliver(
+        self, job: ToolJob, results: tuple[ToolResult, ...], elapsed: float, error: str | None
+    ) -> None:
+        """Hand a job's outcome to ``on_outcome`` (one that raises is logged), then nudge
+        the wake."""
+        if self._on_outcome is not None:
+            try:
+                self._on_outcome(build_outcome(job.agent_id, job.batch_id, results, elapsed, error))
+            except Exception:
+                log.exception("lane %r: on_outcome raised for %r", self._name, job.batch_id)
+        if self._wake is not None:
+            self._wake.notify()
+
+    def _ended(self, job: ToolJob) -> None:
+        """Tell ``on_end`` (set) that ``job`` ended; one that raises is logged."""
+        try:
+            self._on_end(job)  # type: ignore[misc]
+        except Exception:
+            log.exception("lane %r: on_end raised for %r", self._name, job.batch_id)
 
     def _arm(self, entry: Entry, bound: float) -> None:
         """Schedule the give-up of a job with a bound, as it starts."""
@@ -488,16 +498,8 @@ class ToolLane(LaneCore):
             log.warning(
                 "lane %r: job %r still running after %gs; given up", self._name, job.batch_id, limit
             )
-            if self._on_outcome is not None:
-                error = f"no result after {limit:g}s: a tool of this batch ignored its timeout"
-                results = _error_results(job.calls, error)
-                try:
-                    outcome = build_outcome(job.agent_id, job.batch_id, results, limit, None)
-                    self._on_outcome(outcome)
-                except Exception:
-                    log.exception("lane %r: on_outcome raised for %r", self._name, job.batch_id)
-            if self._wake is not None:
-                self._wake.notify()
+            error = f"no result after {limit:g}s: a tool of this batch ignored its timeout"
+            self._deliver(job, _error_results(job.calls, error), limit, None)
         granted = self._let_go(entry)  # after the outcome: it comes before the next
         try:
             self._launch_all(granted)
@@ -505,10 +507,7 @@ class ToolLane(LaneCore):
             log.exception("lane %r: could not start the jobs behind a given-up one", self._name)
             self._fail_unlaunched(granted, exc)
         if self._on_end is not None:
-            try:
-                self._on_end(job)
-            except Exception:
-                log.exception("lane %r: on_end raised for %r", self._name, job.batch_id)
+            self._ended(job)
 
     def _fail_unlaunched(self, entries: list[Entry], exc: BaseException) -> None:
         """Started jobs no thread could be started for, on a thread that cannot run them:

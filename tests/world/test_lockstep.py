@@ -243,9 +243,8 @@ def test_an_interrupt_does_not_wait_for_the_slow_job_it_abandons(make_world):
     release.set()
 
 
-def test_a_job_that_ignores_its_timeout_is_given_up_and_the_world_goes_on(make_world, monkeypatch):
-    monkeypatch.setattr(tool_lane_module, "GIVE_UP_GRACE_SECS", 0.05)
-    release = threading.Event()
+def deaf_and_quick(release: threading.Event) -> ToolRegistry:
+    """``deaf`` (timeout 0.1 s) ignores its token until ``release``; ``quick`` answers."""
     tools = ToolRegistry()
 
     @tools.tool(timeout=0.1)
@@ -253,7 +252,17 @@ def test_a_job_that_ignores_its_timeout_is_given_up_and_the_world_goes_on(make_w
         release.wait(WAIT)  # ignores ctx.cancel
         return "too late"
 
-    world = make_world(tools=tools)
+    @tools.tool()
+    def quick(args, ctx):
+        return "quick"
+
+    return tools
+
+
+def test_a_job_that_ignores_its_timeout_is_given_up_and_the_world_goes_on(make_world, monkeypatch):
+    monkeypatch.setattr(tool_lane_module, "GIVE_UP_GRACE_SECS", 0.05)
+    release = threading.Event()
+    world = make_world(tools=deaf_and_quick(release))
     log = landings(world)
     agent = world.spawn(call_once("deaf"))
     try:
@@ -269,34 +278,30 @@ def test_a_job_that_ignores_its_timeout_is_given_up_and_the_world_goes_on(make_w
     assert len(log) == 1
 
 
-def test_a_given_up_job_lets_go_of_its_lane_permit(make_world, monkeypatch):
+@pytest.mark.parametrize("lockstep", [True, False], ids=["lockstep", "real-time"])
+def test_a_given_up_job_lets_go_of_its_lane_permit(make_world, monkeypatch, lockstep):
     # On a one-wide lane, the deaf tool's thread runs on after the give-up: were it still
-    # holding the lane's only permit, the next batch would queue behind it and every tick
-    # would wait for that batch (it never starts), until the deaf tool returned.
+    # holding the lane's only permit, the next batch would queue behind it, and a lockstep
+    # tick would wait for that batch (it never starts) until the deaf tool returned. In
+    # real time the agent waited for the deaf tool to return, its timeout notwithstanding.
     monkeypatch.setattr(tool_lane_module, "GIVE_UP_GRACE_SECS", 0.05)
     release = threading.Event()
-    tools = ToolRegistry()
-
-    @tools.tool(timeout=0.1)
-    def deaf(args, ctx):
-        release.wait(WAIT)  # ignores ctx.cancel
-        return "too late"
-
-    @tools.tool()
-    def quick(args, ctx):
-        return "quick"
 
     def deaf_then_quick(turn):
         first = yield CallTools(ToolCall("c1", "deaf"))
         second = yield CallTools(ToolCall("c2", "quick"))
-        return [first[0].error is not None, second[0].output]
+        return [first[0].error, second[0].output]
 
-    world = make_world(tools=tools, tool_capacity=1)
+    clock = ManualClock() if lockstep else MonotonicClock()
+    world = make_world(clock=clock, tools=deaf_and_quick(release), tool_capacity=1)
+    assert world.lockstep is lockstep
     agent = world.spawn(deaf_then_quick)
     try:
         started = time.perf_counter()
         world.run_until_idle(timeout=WAIT)
-        assert world.result(agent) == [True, "quick"]
+        error, second = world.result(agent)
+        assert "no result after 0.15s" in error and "ignored its timeout" in error, error
+        assert second == "quick"
         assert time.perf_counter() - started < WAIT / 2  # not once the deaf tool returned
         stats = world.lane.stats()
         assert (stats.busy, stats.parked, stats.finished) == (0, 1, 1), stats
@@ -306,7 +311,7 @@ def test_a_given_up_job_lets_go_of_its_lane_permit(make_world, monkeypatch):
     stats = world.lane.stats()
     # The late job ends where it was let go: counted dropped, its result delivered nowhere.
     assert (stats.busy, stats.dropped, stats.finished) == (0, 1, 1), stats
-    world.tick()
+    world.run_until_idle(timeout=WAIT)
     tool_entries = [e.content for e in world.history(agent) if e.role == "tool"]
     assert len(tool_entries) == 2 and "ignored its timeout" in tool_entries[0], tool_entries
 
