@@ -164,12 +164,12 @@ class ToolLane(LaneCore):
     in silence, so nobody waits for ever on an outcome that will not come.
 
     A job with a ``bound`` (a tool batch whose tools all have timeouts) that is still
-    running ``bound + GIVE_UP_GRACE_SECS`` seconds after it started (after it was handed to
-    the executor, on one) is given up: a tool ignored its timeout (its token). Every call
-    gets an error result saying so, delivered at once, with ``on_end``; the job's thread
-    runs on, counted as parked, holding no permit (it cannot be stopped, but the lane's
-    capacity goes to the jobs behind it), and ends counted as dropped, whatever it returns
-    delivered nowhere.
+    running ``bound + GIVE_UP_GRACE_SECS`` seconds after it started (on an executor: after
+    the executor began running it in this process; never, shipped to another) is given
+    up: a tool ignored its timeout (its token). Every call gets an error result saying so,
+    delivered at once, with ``on_end``; the job's thread runs on, counted as parked,
+    holding no permit (it cannot be stopped, but the lane's capacity goes to the jobs
+    behind it), and ends counted as dropped, whatever it returns delivered nowhere.
 
     Fairness: a parked job coming back gets the next free permit before any queued job that
     has not started (FIFO among returning jobs). A returning job has already done part of its
