@@ -21,7 +21,7 @@ from runtime.journal.codec import decode_input
 from runtime.lane.values import shown
 from runtime.world.state import JOURNAL_FORMAT
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "JournalReader", "RecordedTick"]
+__all__ = ["FORMAT_VERSION", "MAGIC", "JournalReader", "RecordedTick", "read_only_uri"]
 
 FORMAT_VERSION = JOURNAL_FORMAT
 """The format new journals are written in. 2: a resource's actions are taken in the step
@@ -41,8 +41,9 @@ class RecordedTick:
     agents: dict[str, dict[str, Any]]
 
 
-def _read_only_uri(path: Path) -> str:
-    """An SQLite URI that reads ``path`` and leaves no ``-wal``/``-shm`` beside it.
+def read_only_uri(path: Path) -> str:
+    """An SQLite URI that reads ``path`` and leaves no ``-wal``/``-shm`` beside it (the
+    one rule for every reader of a journal: `JournalReader`, `Journal.create`'s check).
 
     A journal closed cleanly has no ``-wal``: opened ``immutable``, SQLite creates none. A
     killed run's ``-wal`` holds its last ticks, so then it is read (and left) as it is.
@@ -129,7 +130,7 @@ class JournalReader:
         if self.path.stat().st_size == 0:
             raise JournalError(f"{where!r} is empty, not a tickwork journal")
         try:
-            self._conn = sqlite3.connect(_read_only_uri(self.path), uri=True)
+            self._conn = sqlite3.connect(read_only_uri(self.path), uri=True)
             meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{where!r} is not a readable tickwork journal: {exc}") from exc

@@ -31,7 +31,7 @@ from runtime.journal.reader import (
     MAGIC,
     JournalReader,
     RecordedTick,
-    _read_only_uri,
+    read_only_uri,
 )
 from runtime.world.digest import canonical
 
@@ -343,7 +343,7 @@ def _check_journal(path: Path) -> None:
         return
     try:  # a journal by its magic, damaged or of a newer format as it may be, or one made
         # and never given its header (meta is written as a world takes the journal)
-        with contextlib.closing(sqlite3.connect(_read_only_uri(path), uri=True)) as conn:
+        with contextlib.closing(sqlite3.connect(read_only_uri(path), uri=True)) as conn:
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
             conn.execute("SELECT count(*) FROM ticks").fetchone()
     except sqlite3.DatabaseError:

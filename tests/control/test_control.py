@@ -524,6 +524,26 @@ def test_clients_that_never_read_their_replies_cannot_lock_a_person_out(served):
             sock.close()
 
 
+def test_close_joins_its_client_threads_through_one_budget(served, monkeypatch):
+    # `close()` itself, not only its helper: every thread in one call, two seconds for
+    # all of them (a close that joined each in turn passed the helper's test).
+    from runtime.control import server as server_module
+
+    joins: list[tuple[int, float]] = []
+    join_all = server_module._join_all
+
+    def counted(threads: list[threading.Thread], seconds: float) -> None:
+        joins.append((len(threads), seconds))
+        join_all(threads, seconds)
+
+    monkeypatch.setattr(server_module, "_join_all", counted)
+    with served.client() as client:
+        assert client.request("ping")["ok"] is True  # its connection's thread is running
+        served.server.close()
+    assert joins and all(seconds == 2.0 for _n, seconds in joins), joins
+    assert joins[0][0] >= 1, joins  # the client's thread among them
+
+
 def test_closing_waits_for_its_threads_two_seconds_in_all_not_each():
     # close() joined each client thread for up to 2 s in turn: with four watchers stuck
     # in a send, Ctrl-C on `tickwork serve` took 8 s.
