@@ -13,6 +13,7 @@ from components import InteractionKind, InteractionRequest, PromptOpened
 from runtime.cli.observe import CommandTelemetry, check_metrics_address
 from runtime.cli.run import (
     announce_backend,
+    discard_journal,
     exit_status,
     open_journal,
     print_summary,
@@ -20,6 +21,8 @@ from runtime.cli.run import (
 )
 from runtime.cli.view import RunStats, summarize
 from runtime.control import ControlServer, StateDir, default_state_dir
+from runtime.errors import TickworkError
+from runtime.journal import Journal
 from runtime.scenario import Operator, Scenario, build_world, load_scenario, spawn_agents
 from runtime.scenario.check import escape_controls
 from runtime.world import TickReport, World
@@ -95,11 +98,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     check_metrics_address(args.metrics)
     scenario = load_scenario(args.scenario)
 
+    opened: list[Journal] = []
+
     def make_world() -> World:
         announce_backend(scenario)
-        return build_world(scenario, journal=open_journal(args.journal, scenario, force=args.force))
+        journal = open_journal(args.journal, scenario, force=args.force)
+        if journal is not None:
+            opened.append(journal)
+        return build_world(scenario, journal=journal)
 
-    return serve_world(make_world, scenario, args, journal=args.journal, start=spawn_agents)
+    try:
+        return serve_world(make_world, scenario, args, journal=args.journal, start=spawn_agents)
+    except TickworkError:
+        # Refused before its first tick (a --metrics port taken, a spawn refused): as
+        # `tickwork run`, "nothing was run" leaves no journal behind, or the same command,
+        # corrected, would be refused for the file.
+        for journal in opened:
+            if journal.ticks == 0:
+                discard_journal(journal)
+        raise
 
 
 def _close_all(

@@ -254,6 +254,27 @@ def test_the_live_view_is_drawn_on_a_terminal_and_not_when_quiet():
     assert quiet.stderr == ""
 
 
+def test_a_serve_refused_before_its_first_tick_leaves_no_journal(state_dir, tmp_path):
+    # As `tickwork run`: "nothing was run" (exit 2) left the journal behind, and the same
+    # command, corrected, was then refused: "journal already exists".
+    import socket
+
+    journal = tmp_path / "serve.db"
+    where = ["--state-dir", str(state_dir), "--journal", str(journal), "--quiet"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = tickwork(
+            "serve", "examples/quickstart.toml", *where, "--metrics", f"127.0.0.1:{port}"
+        )
+    assert done.returncode == 2 and "cannot listen" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    again = tickwork("serve", "examples/quickstart.toml", *where)
+    assert again.returncode == 0, again.stderr
+    assert journal.exists()
+
+
 def test_serve_respond_send_interrupt_and_cancel_end_to_end(state_dir, tmp_path):
     journal = tmp_path / "serve.db"
     where = ["--state-dir", str(state_dir)]
