@@ -180,19 +180,15 @@ class ToolRegistry:
         ``virtual_duration``) and the real time it may run (the sum of their timeouts; None
         when one has none). An unknown tool takes no time: its call fails at once."""
         duration = 0.0
-        budget: float | None = 0.0
         for call in calls:
             tool = self._tools.get(call.name)
-            if tool is None:
-                continue
-            duration += getattr(tool, "virtual_duration", 0.0)
-            if budget is not None:
-                budget = None if tool.timeout is None else budget + tool.timeout
-        return duration, budget
+            if tool is not None:
+                duration += getattr(tool, "virtual_duration", 0.0)
+        return duration, self.time_bound(calls)
 
     def time_bound(self, calls: Sequence[ToolCall]) -> float | None:
         """The real time a batch of ``calls`` may run: the sum of their tools' timeouts, or
-        None when one has none (`ToolJob.bound`; the second of ``lockstep_bounds``). An
+        None when one has none (`ToolJob.bound`, and the second of ``lockstep_bounds``). An
         unknown tool takes no time: its call fails at once."""
         bound = 0.0
         tools = self._tools
