@@ -336,7 +336,7 @@ class ToolLane(LaneCore):
     def _launch(self, entry: Entry) -> None:
         """Run a started job that no existing thread will pick up."""
         if self._executor is None:
-            self._spawn([entry])
+            self._start_worker([entry])
             return
         pending: list[Entry] | None = getattr(_launching, "pending", None)
         if pending is not None:
@@ -364,7 +364,20 @@ class ToolLane(LaneCore):
                 self._launch(entry)
             return
         entries.reverse()  # each thread pops its own job off the end: the first goes first
-        self._spawn(entries)
+        self._start_worker(entries)
+
+    def _start_worker(self, entries: list[Entry]) -> None:
+        """`_spawn` a worker for the started jobs ``entries``; when no thread can be started
+        (``Thread.start`` raising: the process is out of threads or memory), fail them
+        here, on the caller's thread, and the jobs their permits go to, rather than leave
+        them counted busy with no thread to run them (their agents waiting for ever).
+        Wherever a lane starts jobs: a submit, ``relieve``, a job stepping off the lane
+        (`off_lane`), a give-up."""
+        try:
+            self._spawn(entries)
+        except Exception as exc:
+            log.exception("lane %r: could not start a worker thread", self._name)
+            self._fail_unlaunched(entries, exc)
 
     def _spawn(self, entries: list[Entry]) -> None:
         """Start a worker thread for the started jobs ``entries`` (the last one its own)."""
@@ -500,12 +513,7 @@ class ToolLane(LaneCore):
             )
             error = f"no result after {limit:g}s: a tool of this batch ignored its timeout"
             self._deliver(job, _error_results(job.calls, error), limit, None)
-        granted = self._let_go(entry)  # after the outcome: it comes before the next
-        try:
-            self._launch_all(granted)
-        except Exception as exc:  # no thread to be had: on the timer's thread, fail them
-            log.exception("lane %r: could not start the jobs behind a given-up one", self._name)
-            self._fail_unlaunched(granted, exc)
+        self._launch_all(self._let_go(entry))  # after the outcome: it comes before the next
         if self._on_end is not None:
             self._ended(job)
 

@@ -987,6 +987,94 @@ def test_a_worker_that_cannot_start_the_next_thread_runs_those_jobs_itself(
     check_balance(s)
 
 
+class NoThreads:
+    """``threading.Thread.start`` refusing the lane's worker threads while switched on, as
+    a process out of threads does (``RuntimeError: can't start new thread``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.on = False
+        real_start = threading.Thread.start
+
+        def start(thread: threading.Thread) -> None:
+            if self.on and thread.name.startswith("tickwork-io-"):
+                raise RuntimeError("can't start new thread")
+            real_start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", start)
+
+
+def test_a_submit_that_cannot_start_a_thread_fails_its_job_and_the_lane_goes_on(
+    make_lane, monkeypatch, caplog
+):
+    outcomes = Outcomes()
+    lane = make_lane(2, name="io", on_outcome=outcomes)
+    threads = NoThreads(monkeypatch)
+    threads.on = True
+    calls = (ToolCall("c1", "t"), ToolCall("c2", "t"))
+    with caplog.at_level(logging.ERROR, logger="runtime.lane.tool_lane"):
+        lane.submit(ToolJob("a", "A", lambda c: result("A"), calls))  # does not raise
+        lane.submit_all([ToolJob("b", "B", lambda c: result("B")), ToolJob("c", "C", lambda c: [])])
+    failed = {o.batch_id: o for o in outcomes.take(3)}
+    assert sorted(failed) == ["A", "B", "C"]
+    assert "no thread to run job 'A'" in failed["A"].error
+    assert [r.call_id for r in failed["A"].results] == ["c1", "c2"]
+    assert all("can't start new thread" in r.error for r in failed["A"].results)
+    assert "could not start a worker thread" in caplog.text
+    s = lane.stats()
+    assert (s.failed, s.in_flight, s.threads) == (3, 0, 0)
+    check_balance(s)
+    threads.on = False  # threads to be had again: the lane runs jobs as before
+    lane.submit(ToolJob("d", "D", lambda c: result("D")))
+    [done] = outcomes.take()
+    assert (done.batch_id, done.error) == ("D", None)
+
+
+def test_relieve_that_cannot_start_a_thread_fails_what_it_let_start(make_lane, monkeypatch):
+    outcomes = Outcomes()
+    lane = make_lane(1, name="io", on_outcome=outcomes)
+    started, release = threading.Event(), threading.Event()
+    lane.submit(ToolJob("a", "A", blocker(started, release, "A")))
+    assert started.wait(WAIT)
+    lane.submit(ToolJob("b", "B", lambda c: result("B"), (ToolCall("b1", "t"),)))  # queued
+    threads = NoThreads(monkeypatch)
+    threads.on = True
+    assert lane.relieve(1) == 2
+    [failed] = outcomes.take()
+    assert failed.batch_id == "B" and "no thread to run job 'B'" in failed.error
+    release.set()
+    [done] = outcomes.take()
+    assert (done.batch_id, done.error) == ("A", None)
+    wait_until(lambda: lane.stats().in_flight == 0, "A to end")
+    check_balance(lane.stats())
+
+
+def test_a_job_stepping_off_the_lane_with_no_thread_for_the_next_fails_it_and_goes_on(
+    make_lane, monkeypatch
+):
+    outcomes = Outcomes()
+    lane = make_lane(1, name="io", on_outcome=outcomes)
+    threads = NoThreads(monkeypatch)
+    started, release = threading.Event(), threading.Event()
+
+    def steps_off(cancel: CancelToken) -> list[ToolResult]:
+        started.set()
+        assert release.wait(WAIT), "never released"
+        with off_lane():  # its permit goes to B, whose thread cannot start
+            pass
+        return result("A")
+
+    lane.submit(ToolJob("a", "A", steps_off))
+    assert started.wait(WAIT)
+    lane.submit(ToolJob("b", "B", lambda c: result("B"), (ToolCall("b1", "t"),)))  # queued
+    threads.on = True
+    release.set()
+    failed, done = outcomes.take(2)
+    assert failed.batch_id == "B" and "no thread to run job 'B'" in failed.error
+    assert (done.batch_id, done.error) == ("A", None)  # A took a permit back and finished
+    wait_until(lambda: lane.stats().in_flight == 0, "A to end")
+    check_balance(lane.stats())
+
+
 def test_a_hand_off_racing_an_idle_timeout_is_not_lost(make_lane):
     # White-box, to force the race: the idle worker's wait times out while the test holds
     # the lane's lock and hands it a job, so the worker wakes "timed out" with work waiting.

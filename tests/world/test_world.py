@@ -86,6 +86,36 @@ def test_a_behaviour_thinks_calls_tools_asks_sleeps_and_completes(make_world):
     assert roles == ["user", "assistant", "tool", "assistant", "user"]
 
 
+def test_a_batch_with_no_thread_to_run_it_gives_its_agent_error_results(make_world, monkeypatch):
+    # A process out of threads: the tick that dispatches the batch does not raise, and the
+    # agent hears why its tools did not run (it used to wait for ever on a job counted busy).
+    tools = ToolRegistry()
+
+    @tools.tool()
+    def add(args, ctx):
+        return args["a"] + args["b"]
+
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        if thread.name.startswith("tickwork-tools-"):
+            raise RuntimeError("can't start new thread")
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+
+    def worker(turn):
+        [result] = yield CallTools(ToolCall("c1", "add", {"a": 2, "b": 3}))
+        return result.error
+
+    world = make_world(tools=tools)
+    agent = world.spawn(worker)
+    world.run_until_idle(timeout=10)
+    assert world.status(agent).kind is StatusKind.COMPLETE
+    assert "can't start new thread" in world.result(agent)
+    assert world.lane.stats().in_flight == 0
+
+
 def test_an_interactive_agent_goes_idle_after_each_turn_and_runs_the_next_on_send(make_world):
     world = make_world(models={"default": ScriptedModel(["one", "two"])})
     agent = world.spawn(chatter, interactive=True)
