@@ -9,7 +9,9 @@ thread's view of events, so a span lasts as long as the agent waited:
 - ``tickwork.tool``: one per tool call, from the ``CallTools`` dispatch (approval wait
   included) to the applied batch outcome;
 - ``tickwork.prompt``: a prompt, from its opening to its settlement (an approval's prompt
-  is a child of its tool call's span).
+  is a child of its tool call's span). A prompt the turn did not open itself (the
+  host's, a tool's) is a child of the turn open then, and may outlive it: its span ends
+  at its settlement.
 
 Every span carries ``tickwork.agent_id`` and ends with ``tickwork.outcome``: ``ok`` or
 ``error`` (the span's status is then ERROR with the message), ``denied`` for a tool call
@@ -54,7 +56,7 @@ _ROOT = Context()  # turns are roots: never children of whatever a host has curr
 class _Turn:
     """The open spans of one agent's turn (tick thread only)."""
 
-    __slots__ = ("approvals", "context", "prompts", "span", "thinks", "tools")
+    __slots__ = ("adopted", "approvals", "context", "prompts", "span", "thinks", "tools")
 
     def __init__(self, span: Span) -> None:
         self.span = span
@@ -63,6 +65,9 @@ class _Turn:
         self.tools: dict[str, dict[str, Span]] = {}  # batch id -> call id -> span
         self.prompts: dict[str, Span] = {}  # request id -> span
         self.approvals: dict[str, tuple[str, str]] = {}  # approval request -> (batch, call)
+        # Prompts in `prompts` the turn did not open (the host's, a tool's): they may
+        # outlive it, and their spans end at their settlement, not with the turn.
+        self.adopted: set[str] = set()
 
     def children(self) -> list[Span]:
         spans = [*self.thinks.values(), *self.prompts.values()]
@@ -111,6 +116,7 @@ class Tracing:
         try:
             old = self._turns.pop(rec.id, None)
             if old is not None:
+                self._let_prompts_outlive(old)
                 _end_turn(old, "abandoned", "")
             parent = self._turns.get(rec.agent.parent) if rec.agent.parent else None
             attributes: dict[str, Any] = {
@@ -132,6 +138,7 @@ class Tracing:
         if turn is None:
             return
         try:
+            self._let_prompts_outlive(turn)
             _end_turn(turn, outcome, message)
         except Exception:
             self._log()
@@ -210,6 +217,16 @@ class Tracing:
             ctx = trace.set_span_in_context(calls[call_id], _ROOT)
             turn.prompts[request_id] = self._prompt(rec.id, request_id, "tool_approval", "", ctx)
 
+    def _let_prompts_outlive(self, turn: _Turn) -> None:
+        """Move the ending ``turn``'s prompts that it did not open itself and that are
+        still open (the host's, a tool's) to the loose prompts: each span ends at its
+        settlement with how it settled (a host's prompt answered after the turn ended
+        was reported ``abandoned`` with the turn, and its answer then found no span)."""
+        for request_id in turn.adopted:
+            span = turn.prompts.pop(request_id, None)
+            if span is not None:
+                self._loose[request_id] = span
+
     def _outcome(self, outcome: ToolOutcome) -> None:
         turn = self._turns.get(outcome.agent_id)
         if turn is None:
@@ -243,9 +260,18 @@ class Tracing:
         if turn is not None and request.id in turn.prompts:
             return  # dispatched by the turn: its span started then
         # Opened by a tool inside a lane job (AskUserTool), or by the host for the agent.
-        ctx = turn.context if turn is not None else _ROOT
-        span = self._prompt(opened.agent_id, request.id, request.kind.value, request.stage, ctx)
-        (turn.prompts if turn is not None else self._loose)[request.id] = span
+        span = self._prompt(
+            opened.agent_id,
+            request.id,
+            request.kind.value,
+            request.stage,
+            turn.context if turn is not None else _ROOT,
+        )
+        if turn is None:
+            self._loose[request.id] = span
+        else:
+            turn.prompts[request.id] = span
+            turn.adopted.add(request.id)
 
     def _settled(self, settled: PromptSettled) -> None:
         request_id = settled.request_id
@@ -258,6 +284,7 @@ class Tracing:
         # Or opened with no turn open (the host's) and answered once a turn started: it
         # stayed in `_loose` for good, its span never ended.
         span = turn.prompts.pop(request_id, None) or self._loose.pop(request_id, None)
+        turn.adopted.discard(request_id)
         if span is not None:
             _end(span, settled.how.value)
         approval = turn.approvals.pop(request_id, None)

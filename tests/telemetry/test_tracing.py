@@ -593,3 +593,26 @@ def test_a_prompt_the_host_opened_while_idle_ends_when_answered_during_a_turn(sp
         assert telemetry.tracing is not None and telemetry.tracing.open_spans() == 0
         prompts = [s for s in exporter.get_finished_spans() if s.name == "tickwork.prompt"]
         assert [s.attributes["tickwork.outcome"] for s in prompts] == ["answered"]
+
+
+def test_a_prompt_the_host_opened_during_a_turn_ends_when_answered_after_it(spans):
+    # Opened while a turn was open, its span was one of the turn's children and ended
+    # "abandoned" with the turn, though the prompt was still open; its answer, after the
+    # turn, found no span.
+    provider, exporter = spans
+    with World(clock=ManualClock(), interaction_timeout_secs=0) as world:
+        telemetry = instrument(world, tracer_provider=provider)
+        agent = world.spawn(sleeps_five, "go", interactive=True)
+        world.tick()  # the turn starts and sleeps
+        request_id = world.hub.open(agent, InteractionRequest.free_text("", "mid-turn?"))
+        world.run_until_idle(timeout=10)  # the turn ends (the agent idle), the prompt open
+        assert [s.name for s in exporter.get_finished_spans()] == ["tickwork.turn"]
+        world.hub.answer(InteractionResponse.text(request_id, "yes"))
+        world.tick()
+        assert telemetry.tracing is not None and telemetry.tracing.open_spans() == 0
+    finished = exporter.get_finished_spans()
+    [turn] = [s for s in finished if s.name == "tickwork.turn"]
+    [prompt] = [s for s in finished if s.name == "tickwork.prompt"]
+    assert prompt.attributes["tickwork.outcome"] == "answered"
+    assert prompt.parent is not None and prompt.parent.span_id == turn.context.span_id
+    assert prompt.end_time > turn.end_time
