@@ -4,7 +4,9 @@
 thread's view of events, so a span lasts as long as the agent waited:
 
 - ``tickwork.turn``: a turn, from its start to its end (a root span, or a child of the
-  parent agent's turn for a spawned agent's first turn);
+  parent agent's turn for a spawned agent's first turn). A turn already under way when
+  the probe first hears of it (a resumed world's: replays call no probe; a world
+  instrumented mid-turn) gets its span then, marked ``tickwork.turn_joined``;
 - ``tickwork.think``: a model call, from dispatch to the applied reply;
 - ``tickwork.tool``: one per tool call, from the ``CallTools`` dispatch (approval wait
   included) to the applied batch outcome;
@@ -33,7 +35,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
-from components import PromptOpened, PromptSettled, response_approved
+from components import Phase, PromptOpened, PromptSettled, response_approved
 from runtime._version import __version__
 from runtime.lane.jobs import ToolOutcome
 from runtime.world.actions import Action, Ask, CallTools, Think
@@ -51,6 +53,7 @@ TOOL = "tickwork.tool"
 PROMPT = "tickwork.prompt"
 
 _ROOT = Context()  # turns are roots: never children of whatever a host has current
+_DONE = Phase.DONE
 
 
 class _Turn:
@@ -118,36 +121,25 @@ class Tracing:
             if old is not None:
                 self._let_prompts_outlive(old)
                 _end_turn(old, "abandoned", "")
-            parent = self._turns.get(rec.agent.parent) if rec.agent.parent else None
-            attributes: dict[str, Any] = {
-                "tickwork.agent_id": rec.id,
-                "tickwork.turn": rec.turn.generation,
-                "tickwork.behavior": rec.spec.behavior,
-            }
-            if rec.agent.name:
-                attributes["tickwork.agent_name"] = rec.agent.name
-            span = self._tracer.start_span(
-                TURN, _ROOT if parent is None else parent.context, attributes=attributes
-            )
-            self._turns[rec.id] = _Turn(span)
+            self._start_turn(rec, joined=False)
         except Exception:
             self._log()
 
     def turn_ended(self, rec: AgentRecord, outcome: str, message: str) -> None:
-        turn = self._turns.pop(rec.id, None)
-        if turn is None:
-            return
         try:
+            turn = self._turns.pop(rec.id, None) or self._join(rec)
+            if turn is None:
+                return
             self._let_prompts_outlive(turn)
             _end_turn(turn, outcome, message)
         except Exception:
             self._log()
 
     def dispatched(self, rec: AgentRecord, action: Action) -> None:
-        turn = self._turns.get(rec.id)
-        if turn is None:
-            return
         try:
+            turn = self._turns.get(rec.id) or self._join(rec)
+            if turn is None:
+                return
             cls = type(action)
             inflight = rec.turn.inflight
             if cls is Think and inflight is not None:
@@ -188,6 +180,32 @@ class Tracing:
         return len(self._loose) + sum(1 + len(t.children()) for t in turns)
 
     # -- helpers -------------------------------------------------------------------------
+
+    def _start_turn(self, rec: AgentRecord, *, joined: bool) -> _Turn:
+        parent = self._turns.get(rec.agent.parent) if rec.agent.parent else None
+        attributes: dict[str, Any] = {
+            "tickwork.agent_id": rec.id,
+            "tickwork.turn": rec.turn.generation,
+            "tickwork.behavior": rec.spec.behavior,
+        }
+        if rec.agent.name:
+            attributes["tickwork.agent_name"] = rec.agent.name
+        if joined:
+            attributes["tickwork.turn_joined"] = True
+        span = self._tracer.start_span(
+            TURN, _ROOT if parent is None else parent.context, attributes=attributes
+        )
+        turn = self._turns[rec.id] = _Turn(span)
+        return turn
+
+    def _join(self, rec: AgentRecord) -> _Turn | None:
+        """A span for a turn under way that this probe did not see start: the turn of a
+        resumed world (its start was replayed, and replays call no probe) or of a world
+        instrumented mid-turn. It starts now, marked ``tickwork.turn_joined``; None for
+        an agent with no turn under way."""
+        if rec.turn.phase is _DONE:
+            return None
+        return self._start_turn(rec, joined=True)
 
     def _child(self, name: str, context: Context, attributes: dict[str, Any]) -> Span:
         return self._tracer.start_span(name, context, attributes=attributes)

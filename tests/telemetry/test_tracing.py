@@ -37,6 +37,7 @@ from runtime import (
     ToolRegistry,
     World,
     replay,
+    resume,
 )
 from runtime.telemetry import instrument
 from tests.conftest import wait_for
@@ -616,3 +617,65 @@ def test_a_prompt_the_host_opened_during_a_turn_ends_when_answered_after_it(span
     assert prompt.attributes["tickwork.outcome"] == "answered"
     assert prompt.parent is not None and prompt.parent.span_id == turn.context.span_id
     assert prompt.end_time > turn.end_time
+
+
+def sleeps_then_thinks(turn):
+    yield Sleep(5)
+    reply = yield Think("plan")
+    return reply.text
+
+
+def _joined_turn(exporter: InMemorySpanExporter) -> tuple[ReadableSpan, list[ReadableSpan]]:
+    finished = exporter.get_finished_spans()
+    [turn] = [s for s in finished if s.name == "tickwork.turn"]
+    return turn, [s for s in finished if s.parent is not None]
+
+
+def test_a_resumed_worlds_turn_under_way_is_traced_from_the_resume_on(spans, tmp_path):
+    # Its start was replayed, and replays call no probe: the tracing never saw it start,
+    # so the rest of the turn (its model call, its end) had no span at all.
+    provider, exporter = spans
+    path = tmp_path / "run.db"
+    world = World(clock=ManualClock(), journal=Journal.create(path))
+    world.spawn(sleeps_then_thinks, "go")
+    world.tick()  # the turn starts and sleeps
+    world.close()
+    resumed = resume(path, models={"default": ScriptedModel(["a plan"])})
+    try:
+        telemetry = instrument(resumed, tracer_provider=provider)
+        resumed.run_until_idle(timeout=10)
+        assert resumed.result("a1") == "a plan"
+        assert telemetry.tracing is not None and telemetry.tracing.open_spans() == 0
+    finally:
+        resumed.close()
+    turn, children = _joined_turn(exporter)
+    assert turn.attributes["tickwork.turn_joined"] is True
+    assert turn.attributes["tickwork.outcome"] == "ok"
+    assert [(c.name, c.parent.span_id) for c in children] == [
+        ("tickwork.think", turn.context.span_id)
+    ]
+
+
+def test_a_world_instrumented_mid_turn_traces_the_rest_of_the_turn(spans):
+    provider, exporter = spans
+    with World(clock=ManualClock(), models={"default": ScriptedModel(["a plan"])}) as world:
+        world.spawn(sleeps_then_thinks, "go")
+        world.tick()  # the turn starts and sleeps, untraced
+        telemetry = instrument(world, tracer_provider=provider)
+        world.run_until_idle(timeout=10)
+        assert telemetry.tracing is not None and telemetry.tracing.open_spans() == 0
+    turn, children = _joined_turn(exporter)
+    assert turn.attributes["tickwork.turn_joined"] is True
+    assert [c.name for c in children] == ["tickwork.think"]
+    assert "tickwork.turn_joined" not in [k for s in children for k in (s.attributes or {})]
+
+
+def test_an_agent_with_no_turn_under_way_gets_no_joined_span(spans):
+    provider, exporter = spans
+    with World(clock=ManualClock()) as world:
+        agent = world.spawn(sleeps_five, None, interactive=True)  # idle: no turn yet
+        world.run_until_idle(timeout=10)
+        instrument(world, tracer_provider=provider)
+        world.cancel(agent)
+        world.run_until_idle(timeout=10)
+    assert exporter.get_finished_spans() == ()
