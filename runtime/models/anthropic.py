@@ -93,8 +93,10 @@ class _EventReader:
 
     def __init__(self, stream: Stream) -> None:
         self._stream = stream
+        self._started = False  # `message_start` came: the server began its reply
         self._input = 0
         self._output = 0
+        self._deltas = 0  # text deltas so far: the output a stopped reply had spent
         self._finish: str | None = None
         self._blocks: dict[int, dict[str, str]] = {}  # tool_use blocks: id, name, json so far
 
@@ -114,6 +116,7 @@ class _EventReader:
                 retryable=status is not None and is_retryable_status(status),
             )
         if kind == "message_start":
+            self._started = True
             usage = (payload.get("message") or {}).get("usage") or {}
             self._input = token_count(usage.get("input_tokens"))
             self._output = token_count(usage.get("output_tokens"))
@@ -129,8 +132,10 @@ class _EventReader:
             delta = payload.get("delta") or {}
             if delta.get("type") == "text_delta":
                 text = str(delta.get("text", ""))
-                if text and not self._stream.delta(text):
-                    return True  # stopped: the caller sees it and drops the call
+                if text:
+                    self._deltas += 1
+                    if not self._stream.delta(text):
+                        return True  # stopped: the caller sees it and drops the call
             elif delta.get("type") == "input_json_delta":
                 block = self._blocks.get(int(payload.get("index", 0)))
                 if block is not None:
@@ -153,6 +158,13 @@ class _EventReader:
         )
         usage = Usage(self._input, self._output)
         return ModelReply(self._stream.text, calls, usage, self._finish)
+
+    def spent(self) -> Usage | None:
+        # The prompt's tokens from `message_start`; the reply's as last reported (the
+        # final count comes with `message_delta`), at least one per text delta seen.
+        if not self._started:
+            return None
+        return Usage(self._input, max(self._output, self._deltas))
 
 
 def _json(data: str) -> dict[str, Any]:

@@ -72,6 +72,7 @@ class _ChunkReader:
     def __init__(self, stream: Stream, prompt_chars: int = 0) -> None:
         self._stream = stream
         self._prompt_chars = prompt_chars
+        self._started = False  # a chunk came: the server began its reply
         self._deltas = 0
         self._finish: str | None = None
         self._usage_in: int | None = None  # the server's counts, when it gives them
@@ -82,6 +83,7 @@ class _ChunkReader:
         if data.strip() == "[DONE]":
             return True
         chunk = _json(data)
+        self._started = True
         if "error" in chunk:
             error = chunk["error"]
             message = error.get("message") if isinstance(error, dict) else error
@@ -127,16 +129,22 @@ class _ChunkReader:
             name = call.get("name", "")
             args = parse_arguments("openai", name, call["arguments"])
             calls.append(ToolCall(call.get("id") or f"call_{index}", name, args))
-        # Counts the server did not stream (llama-cpp-python ignores include_usage): the
-        # deltas counted (such servers send one token each), the prompt estimated at four
-        # characters a token, so budgets and token rates still hold.
+        return ModelReply(self._stream.text, tuple(calls), self._usage(), self._finish)
+
+    def spent(self) -> Usage | None:
+        return self._usage() if self._started else None
+
+    def _usage(self) -> Usage:
+        # Counts the server did not stream (llama-cpp-python ignores include_usage, and a
+        # reply cut short never gets to its usage chunk): the deltas counted (such servers
+        # send one token each), the prompt estimated at four characters a token, so
+        # budgets and token rates still hold.
         tokens_in = self._usage_in
         tokens_out = self._usage_out
-        usage = Usage(
+        return Usage(
             -(-self._prompt_chars // 4) if tokens_in is None else tokens_in,
-            self._deltas + len(calls) if tokens_out is None else tokens_out,
+            self._deltas + len(self._calls) if tokens_out is None else tokens_out,
         )
-        return ModelReply(self._stream.text, tuple(calls), usage, self._finish)
 
 
 def parse_arguments(provider: str, name: str, text: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from runtime.models.limits import RateLimit, Sleep, cancellable_sleep
 from runtime.models.messages import chat_messages, tool_specs
 from runtime.models.retry import Backoff, with_retries
 from runtime.models.streaming import Stream
-from runtime.models.usage import Budget
+from runtime.models.usage import Budget, Usage
 
 if TYPE_CHECKING:
     import httpx
@@ -42,6 +42,13 @@ class ReplyReader(Protocol):
 
     def reply(self) -> ModelReply:
         """The reply read so far, once complete."""
+        ...
+
+    def spent(self) -> Usage | None:
+        """What the call has cost so far, for a call that ends without a reply (stopped,
+        cancelled, failed mid-stream): the counts the server reported, else estimated as
+        ``reply`` estimates them; None while the server has not begun its reply (nothing
+        was spent)."""
         ...
 
 
@@ -130,7 +137,7 @@ class HttpProvider:
         def attempt() -> ModelReply:
             if self.rate_limit is not None:
                 self.rate_limit.acquire(cancel)
-            return self._stream_once(client, body, key, stream, cancel)
+            return self._stream_once(client, body, key, stream, cancel, request.agent_id)
 
         reply = with_retries(
             attempt,
@@ -141,11 +148,15 @@ class HttpProvider:
             rng=self._rng,
             can_retry=lambda: not stream.text,  # a reply already shown must not restart
         )
-        if self.rate_limit is not None:
-            self.rate_limit.record(reply.usage)
-        if self.budget is not None:
-            self.budget.charge(request.agent_id, reply.usage)
+        self._charge(request.agent_id, reply.usage)
         return reply
+
+    def _charge(self, agent_id: str, usage: Usage | None) -> None:
+        """Count tokens a call spent against the token rate and the agent's budget."""
+        if self.rate_limit is not None:
+            self.rate_limit.record(usage)
+        if self.budget is not None:
+            self.budget.charge(agent_id, usage)
 
     def request_key(self, request: ModelRequest) -> dict[str, Any]:
         """What identifies a request for a cassette: the model, the messages, the tools."""
@@ -169,8 +180,27 @@ class HttpProvider:
         key: str | None,
         stream: Stream,
         cancel: CancelToken,
+        agent_id: str,
     ) -> ModelReply:
+        """One attempt at the call. An attempt that ends without a reply after the server
+        began one (stopped, cancelled, failed mid-stream: its tokens were spent) is
+        charged what its reader says it spent, retried or not."""
         reader = self._reader(stream, body)
+        try:
+            return self._read_reply(client, body, key, stream, cancel, reader)
+        except BaseException:
+            self._charge(agent_id, reader.spent())
+            raise
+
+    def _read_reply(
+        self,
+        client: httpx.Client,
+        body: dict[str, Any],
+        key: str | None,
+        stream: Stream,
+        cancel: CancelToken,
+        reader: ReplyReader,
+    ) -> ModelReply:
         secrets = (key,) if key else ()
         done = False
         with open_events(

@@ -50,8 +50,10 @@ class Budget:
     Each agent has its own allowance of ``tokens`` (in and out together). A call that
     starts while the agent has used its allowance fails with `BudgetExceeded`; the call
     that crosses the line still completes (its tokens were spent before anyone knew), so
-    the agent stops at its next ``Think``. Other agents are unaffected. Thread-safe: lane
-    workers charge and check it concurrently.
+    the agent stops at its next ``Think``. A call that ends without a reply once the
+    server began one (interrupted, cancelled, cut off) is charged what it spent so far.
+    Other agents are unaffected. Thread-safe: lane workers charge and check it
+    concurrently.
     """
 
     __slots__ = ("_lock", "_used", "tokens")
@@ -77,7 +79,7 @@ class Budget:
             )
 
     def charge(self, agent_id: str, usage: Usage | None) -> None:
-        """Add a finished call's tokens to the agent's account."""
+        """Add a call's tokens to the agent's account."""
         if usage is None:
             return
         with self._lock:

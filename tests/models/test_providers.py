@@ -632,6 +632,61 @@ def test_a_budget_stops_the_agent_that_passes_it_and_no_other(openai_server, liv
     assert len(openai_server.requests) == 3  # two for the spender, one for the other
 
 
+def _prompt_tokens(request: dict) -> int:
+    # What the OpenAI reader estimates for a prompt whose usage never came: 4 chars a token.
+    chars = sum(len(m["content"]) for m in request["body"]["messages"])
+    return -(-chars // 4)
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_an_interrupted_call_charges_what_it_spent_to_the_budget(
+    kind, openai_server, anthropic_server, live_world
+):
+    # Stopped mid-reply, the call raised before its usage was charged: an agent
+    # interrupted every time spent tokens its budget never saw.
+    server = openai_server if kind == "openai" else anthropic_server
+    stall = threading.Event()  # never set: after three deltas the stream stalls
+    pieces = ["w0 ", "w1 ", "w2 ", stall, "w3 "]
+    frames = openai_text(*pieces) if kind == "openai" else anthropic_text(*pieces)
+    server.script(Reply(frames=frames, interval=0.01))
+    cls = OpenAIChat if kind == "openai" else AnthropicMessages
+    model = cls("m", base_url=server.url, budget=Budget(tokens=1_000))
+    world = live_world(models={"default": model})
+    seen: list[str] = []
+    world.on_stream(lambda _agent, delta: seen.append(delta))
+    agent = world.spawn(thinker, "x")
+    world.start()
+    wait_for(lambda: len(seen) >= 3, 10, "three deltas")
+    world.interrupt(agent)
+    wait_for(lambda: world.inference_lane.stats().in_flight == 0, 10, "the call to end")
+    # OpenAI streams usage only at the end: the prompt estimated, a token a delta.
+    # Anthropic gave the prompt's count in `message_start` (9 in the stub's frames).
+    prompt = _prompt_tokens(server.requests[0]) if kind == "openai" else 9
+    assert model.budget is not None and model.budget.used(agent) == prompt + 3
+
+
+def test_a_reply_cut_off_mid_stream_charges_what_it_spent(openai_server, virtual_sleep):
+    frames = openai_text("half", "way")[:2]
+    openai_server.script(Reply(frames=frames, drop=True))
+    budget = Budget(tokens=1_000)
+    model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep, budget=budget)
+    with pytest.raises(ProviderError, match=r"openai: connection failed"):
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+    # The role chunk and "half" came: the prompt estimated, one token for the one delta.
+    assert budget.used("a1") == _prompt_tokens(openai_server.requests[0]) + 1
+
+
+def test_a_call_the_server_refused_charges_nothing(openai_server, anthropic_server, virtual_sleep):
+    # Refused before any reply began (retried 500s, then a 400): nothing was spent.
+    for server, cls in ((openai_server, OpenAIChat), (anthropic_server, AnthropicMessages)):
+        server.script(error(500, "busy"), error(400, "bad request"))
+        budget = Budget(tokens=1_000)
+        model = cls("m", base_url=server.url, sleep=virtual_sleep, budget=budget)
+        with pytest.raises(ProviderError):
+            model.complete(ModelRequest("a1", "hi"), CancelToken())
+        assert budget.used("a1") == 0
+
+
 def _think_times(n):
     for i in range(n):
         yield Think(f"step {i}")
