@@ -6,7 +6,7 @@ import esper
 
 from components import StatusKind
 from components._members import CANCELLED
-from runtime.world.state import WorldState
+from runtime.world.state import AgentRecord, WorldState
 
 from .lifecycle import finish
 
@@ -43,6 +43,30 @@ class AbortTerminalWork(esper.Processor):
             if kind is CANCELLED and rec.children:
                 for child_id in rec.children:
                     child = state.records.get(child_id)
-                    if child is not None:
+                    if child is None:
+                        continue
+                    if not child.status.kind.is_terminal:
                         finish(state, child, CANCELLED, f"parent {rec.id} cancelled")
+                    elif child.children and state.journal_format >= 3:
+                        _cancel_under(state, child, rec.id)
         queue.clear()
+
+
+def _cancel_under(state: WorldState, finished: AgentRecord, ancestor: str) -> None:
+    """Cancel the live descendants of ``finished``, a finished child of the cancelled
+    ``ancestor`` (journal format 3): the subtree a cancel reaches goes on below a child
+    that ended first. Each one cancelled here is queued, and its own children follow."""
+    below = [finished]
+    index = 0
+    while index < len(below):  # breadth first, children in spawn order
+        rec = below[index]
+        index += 1
+        for child_id in rec.children or ():
+            child = state.records.get(child_id)
+            if child is None:
+                continue
+            if child.status.kind.is_terminal:
+                if child.children:
+                    below.append(child)
+            else:
+                finish(state, child, CANCELLED, f"ancestor {ancestor} cancelled")

@@ -100,7 +100,10 @@ def _pause_one(state: WorldState, rec: AgentRecord) -> None:
 
 
 def _resume(state: WorldState, rec: AgentRecord, item: ResumeAgent) -> None:
-    if rec.status.kind is not StatusKind.PAUSED:
+    # Resume undoes pause: a finished agent's pause paused its live subtree, and so its
+    # resume resumes it (journal format 3; format 2 resumed only a paused agent's).
+    kind = rec.status.kind
+    if kind is not StatusKind.PAUSED and not (kind.is_terminal and state.journal_format >= 3):
         return
     for agent in _subtree(state, rec):
         _resume_one(state, agent)

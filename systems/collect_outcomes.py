@@ -176,7 +176,7 @@ def _deliver_outcome(state: WorldState, rec: AgentRecord, outcome: ToolOutcome) 
             return
         reply = result.output
         if not isinstance(reply, ModelReply):
-            reply = ModelReply(as_text(reply))
+            reply = ModelReply(as_text(reply, state.journal_format))
         add_history(state, rec, "assistant", reply.text)
         resume_with(state, rec, reply)
     elif turn.phase is AWAITING_TOOLS:

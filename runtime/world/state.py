@@ -46,12 +46,20 @@ __all__ = [
     "WorldState",
 ]
 
-JOURNAL_FORMAT = 2
+JOURNAL_FORMAT = 3
 """The journal format whose rules a new world's ticks follow (`runtime.journal` writes it
-in every journal's header). Format 2 takes a resource's actions in the step, a ``Use``'s
-hold being a sleep whose wake-up gives the slot back (`runtime.world.resource_steps`);
-format 1 took them as host actions in dispatch. A replay or a resume follows its journal's
-format (``WorldState.journal_format``), so journals of either format replay as recorded."""
+in every journal's header). A replay or a resume follows its journal's format
+(``WorldState.journal_format``), so journals of every format replay as recorded.
+
+- Format 3: cancelling an agent also cancels the live descendants of its finished
+  children (format 2 stopped at a finished child); resuming a finished agent resumes its
+  subtree, as pausing it paused it (format 2 resumed only a paused agent's); and a
+  message or output JSON cannot hold is written in history the same in every process
+  (a set's items sorted, an object with no text of its own by its type's name; format 2
+  wrote Python's text of it: a set of strings in hash order, an object with its address).
+- Format 2 takes a resource's actions in the step, a ``Use``'s hold being a sleep whose
+  wake-up gives the slot back (`runtime.world.resource_steps`); format 1 took them as host
+  actions in dispatch."""
 
 
 class Effects(Protocol):

@@ -9,13 +9,21 @@ from typing import Any
 from components import Entry, History, ToolResult
 from components._frozen import frozen_builder
 from runtime.lane.values import INT_HIGH, INT_LOW
-from runtime.world.state import AgentRecord, PendingBatch, WorldState
+from runtime.world.digest import canonical
+from runtime.world.state import JOURNAL_FORMAT, AgentRecord, PendingBatch, WorldState
 
 __all__ = ["add_history", "add_prompt", "as_text", "record_tool_results"]
 
 
-def as_text(value: Any) -> str:
-    """A message or output as history text: strings as they are, the rest as JSON."""
+def as_text(value: Any, journal_format: int = JOURNAL_FORMAT) -> str:
+    """A message or output as history text: strings as they are, the rest as JSON.
+
+    What JSON cannot hold is written by ``journal_format``'s rule (the world's: see
+    `runtime.world.state.JOURNAL_FORMAT`): from format 3 the same in every process (a
+    set's items sorted by their canonical text, an object with no text of its own as
+    ``<TypeName>``, a value the encoder refuses as its canonical JSON); format 2 wrote
+    Python's ``str`` of it (a set of strings in hash order, an object with its address).
+    """
     if isinstance(value, str):
         return value
     # Scalars the way the JSON encoder writes them, without running it (a tool's output
@@ -30,25 +38,43 @@ def as_text(value: Any) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
+    steady = journal_format >= 3
     try:
-        return _TEXT.encode(value)
+        return (_TEXT if steady else _TEXT_2).encode(value)
     except (TypeError, ValueError, RecursionError):
-        return _unencodable(value)
+        return _unencodable(value, steady)
 
 
-def _unencodable(value: Any) -> str:
-    # Only values that never passed the lane's boundary get here (a host posting raw
-    # outcomes); the text must not raise in turn (str() of a 5,000-digit int does).
+def _unencodable(value: Any, steady: bool) -> str:
+    # Only values that never passed the lane's boundary get here (a spawned agent's
+    # message, a host posting raw outcomes); the text must not raise in turn (str() of a
+    # 5,000-digit int does).
     if isinstance(value, int):
         return f"<int of {value.bit_length()} bits>"
+    if steady:
+        return canonical(value)  # never raises
     try:
         return str(value)
     except Exception:
         return f"<{type(value).__name__}>"
 
 
-# What `json.dumps(value, sort_keys=True, default=str)` uses, made once instead of per call.
-_TEXT = json.JSONEncoder(sort_keys=True, default=str)
+def _steady_default(value: Any) -> Any:
+    """The text of what JSON cannot hold, the same in every process (format 3)."""
+    if isinstance(value, set | frozenset):
+        kinds = {type(item) for item in value}
+        if kinds in ({int}, {str}):
+            return sorted(value)  # numbers by value, strings by code point
+        return sorted(value, key=canonical)  # anything else by its canonical text
+    text = str(value)
+    if " at 0x" in text:  # Python's default text of an object, a function, a generator
+        return f"<{type(value).__qualname__}>"  # without the address, which changes
+    return text
+
+
+# What `json.dumps(value, sort_keys=True, default=...)` uses, made once instead of per call.
+_TEXT = json.JSONEncoder(sort_keys=True, default=_steady_default)
+_TEXT_2 = json.JSONEncoder(sort_keys=True, default=str)  # journal formats 1 and 2
 
 
 def add_history(state: WorldState, rec: AgentRecord, role: str, content: str) -> None:
@@ -114,7 +140,11 @@ def record_tool_results(
     new: list[Entry] = []
     try:
         for call, result in zip(pending.calls, results, strict=True):
-            text = as_text(result.output) if result.error is None else f"error: {result.error}"
+            text = (
+                as_text(result.output, state.journal_format)
+                if result.error is None
+                else f"error: {result.error}"
+            )
             new.append(_entry("tool", f"{call.name}[{call.id}]: {text}"))
     finally:  # what was written before a failure stays written, as one by one
         if new:

@@ -138,7 +138,7 @@ def start_turn(state: WorldState, rec: AgentRecord, message: Any) -> None:
     if probe is not None:
         probe.turn_started(rec)
     if message is not None:
-        add_history(state, rec, "user", as_text(message))
+        add_history(state, rec, "user", as_text(message, state.journal_format))
     try:
         # No HistoryView yet: the Turn makes it from the record on first read (40 B an
         # agent that never reads its history).

@@ -15,19 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from runtime import JournalError, ReplayDivergence, World
+from runtime import JournalError, ReplayDivergence, StatusKind, World
 from runtime.journal import Journal, JournalReader, replay, resume
 from runtime.journal.store import FORMAT_VERSION
-from tests.journal import fixture_resources
+from tests.journal import fixture_lifecycle, fixture_resources
 
 _ALL = sorted((Path(__file__).parent / "fixtures").glob("*.db"))
-FIXTURES = [path for path in _ALL if "-resources-" not in path.name]
 RESOURCE_FIXTURES = [path for path in _ALL if "-resources-" in path.name]
+LIFECYCLE_FIXTURES = [path for path in _ALL if "-lifecycle-" in path.name]
+FIXTURES = [path for path in _ALL if path not in RESOURCE_FIXTURES + LIFECYCLE_FIXTURES]
 
 
 def test_there_are_fixtures():
     assert FIXTURES, "tests/journal/fixtures holds no journal"
     assert RESOURCE_FIXTURES, "tests/journal/fixtures holds no journal of resource visits"
+    assert LIFECYCLE_FIXTURES, "tests/journal/fixtures holds no journal of agent trees"
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
@@ -87,7 +89,51 @@ def test_a_journal_written_now_is_of_the_newest_format(tmp_path):
     with World(journal=Journal.create(path)) as world:
         world.tick()
     with JournalReader(path) as reader:
-        assert reader.format == FORMAT_VERSION == 2
+        assert reader.format == FORMAT_VERSION == 3
+
+
+@pytest.mark.parametrize("fixture", LIFECYCLE_FIXTURES, ids=lambda p: p.name)
+def test_agent_trees_recorded_in_format_2_replay_by_its_rules(fixture, tmp_path):
+    # Format 3 cancels through a finished child, resumes a finished parent's subtree and
+    # writes a set in history sorted: a format-2 journal replays by the rules it was
+    # recorded by, tick for tick (every digest checked), and so does a fork of it.
+    path = tmp_path / fixture.name
+    shutil.copyfile(fixture, path)
+    with JournalReader(path) as reader:
+        assert reader.format == 2
+        recorded = reader.tick_count()
+    report = replay(path)
+    assert report.ticks == report.recorded_ticks == recorded > 0
+    assert report.agents == 7
+    fork = tmp_path / "fork.db"
+    with resume(path, at_tick=5, journal=Journal.create(fork)) as world:
+        # Tick 5 applied the cancel of root and the pause of boss: what follows is
+        # format 2's, the leaf under the finished mid sleeping on, the worker paused.
+        world.resume("a2")
+        world.run_until_idle(timeout=60)
+        assert world.result("a1.1.1") == "leaf done"
+        assert world.status("a2.1").kind is StatusKind.PAUSED
+        assert [e.content for e in world.history("a3.1")] == ['"{200, 4097, 10, 3}"']
+        ticks = world.tick_count
+    with JournalReader(fork) as reader:
+        assert reader.format == 2
+    assert replay(fork).ticks == ticks
+
+
+def test_the_agent_tree_run_recorded_now_follows_format_3(tmp_path):
+    # The fixture's run, recorded by today's tickwork: the cancel of root reaches the leaf
+    # under its finished child, the resume of the finished boss resumes its worker, and
+    # the set is written sorted.
+    path = tmp_path / "now.db"
+    ticks, _digest = fixture_lifecycle.record(str(path))
+    with JournalReader(path) as reader:
+        assert reader.format == 3
+    assert replay(path).ticks == ticks
+    with resume(path) as world:
+        leaf = world.status("a1.1.1")
+        assert (leaf.kind, leaf.message) == (StatusKind.CANCELLED, "ancestor a1 cancelled")
+        assert world.result("a2.1") == "worked"
+        assert [e.content for e in world.history("a3.1")] == ["[3, 10, 200, 4097]"]
 
 
 def _tampered(fixture: Path, tmp_path: Path) -> list[tuple[str, Path]]:

@@ -23,6 +23,7 @@ from runtime import (
     ConfigError,
     InteractionRequest,
     InteractionResponse,
+    Join,
     Journal,
     JournalError,
     ManualClock,
@@ -30,13 +31,14 @@ from runtime import (
     ReplayDivergence,
     ScriptedModel,
     Sleep,
+    Spawn,
     StatusKind,
     Think,
     ToolCall,
     ToolRegistry,
     World,
 )
-from runtime.journal import JournalReader, replay
+from runtime.journal import JournalReader, replay, resume
 from tests import journal_behaviors as jb
 from tests.conftest import wait_for
 
@@ -195,6 +197,62 @@ def test_digests_do_not_depend_on_the_hash_seed(tmp_path):
         )
         assert done.returncode == 0, done.stderr
     assert int(done.stdout.strip()) == len(script)
+
+
+class _Opaque:
+    """An object with no text of its own: Python's names its address."""
+
+
+def _echo(turn):
+    yield Sleep(0)
+    return "echoed"
+
+
+def _spawns_a_set(turn):
+    tags = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}
+    child = yield Spawn(_echo, {"tags": tags, "handle": _Opaque()})
+    yield Join(child)
+    return "spawned"
+
+
+def _record_a_set(path: str) -> None:
+    world = World(seed=1, clock=ManualClock(), journal=Journal.create(path))
+    try:
+        world.spawn(_spawns_a_set)
+        world.run_until_idle()
+    finally:
+        world.close()
+
+
+def test_a_message_json_cannot_hold_is_written_the_same_in_every_process(tmp_path):
+    # A set of strings went into the child's history in hash order, an object with its
+    # address: a journal recorded in one process diverged when replayed in another.
+    path = tmp_path / "run.db"
+    record = (
+        "import sys; from tests.journal.test_replay import _record_a_set;"
+        " _record_a_set(sys.argv[1])"
+    )
+    check = "import sys; from runtime import replay; print(replay(sys.argv[1]).ticks)"
+    for code, hash_seed in ((record, "1"), (check, "987654")):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        done = subprocess.run(  # noqa: PLW1510 - the return code is asserted below
+            [sys.executable, "-c", code, str(path)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) > 0
+    with JournalReader(path) as reader:
+        last, _at = reader.states_until(reader.tick_count())
+    assert last["a1"]["result"] == "spawned"
+    with resume(path) as world:
+        [entry] = world.history("a1.1")
+    assert entry.content == (
+        '{"handle": "<_Opaque>", "tags": ["alpha", "beta", "delta", "epsilon", "gamma", "zeta"]}'
+    )
 
 
 def _tamper(path: Path, sql: str, *args: object) -> None:

@@ -100,3 +100,82 @@ def test_pausing_a_parent_pauses_its_children_and_resuming_resumes_them(make_wor
 def _spawner(turn):
     child = yield Spawn(ticker, "gc")
     return (yield Join(child))
+
+
+def _long_sleeper(turn):
+    for _ in range(5):
+        yield Sleep(1)
+    return "slept"
+
+
+def _leaves_a_child(turn):
+    yield Spawn(_long_sleeper, "left")
+    return "left it"  # ends without joining its child
+
+
+def _family(world):
+    """A parent whose child ended, leaving a grandchild running."""
+
+    def parent(turn):
+        child = yield Spawn(_leaves_a_child, "c")
+        yield Join(child)
+        yield Sleep(100)
+        return "parent done"
+
+    agent = world.spawn(parent, "x")
+    for _ in range(3):
+        world.tick()
+    child, grandchild = f"{agent}.1", f"{agent}.1.1"
+    assert world.status(child).kind is StatusKind.COMPLETE
+    assert world.status(grandchild).kind is StatusKind.ACTIVE
+    return agent, child, grandchild
+
+
+def test_cancelling_a_parent_cancels_the_live_agents_under_a_child_that_ended(make_world):
+    # The cancel stopped at the finished child: the grandchild ran on, though cancelling
+    # reaches the whole subtree (as pausing does, through the same finished child).
+    world = make_world()
+    agent, child, grandchild = _family(world)
+    world.cancel(agent)
+    world.tick()
+    status = world.status(grandchild)
+    assert (status.kind, status.message) == (StatusKind.CANCELLED, f"ancestor {agent} cancelled")
+    assert world.status(child).kind is StatusKind.COMPLETE  # an ended agent stays as it ended
+    world.run_until_idle()
+    assert world.status(grandchild).kind is StatusKind.CANCELLED
+
+
+def test_a_format_2_world_cancels_only_live_children_as_its_journals_recorded(make_world):
+    world = make_world()
+    world._state.journal_format = 2  # as a replay or resume of a format-2 journal sets
+    agent, _child, grandchild = _family(world)
+    world.cancel(agent)
+    world.run_until_idle()
+    assert world.result(grandchild) == "slept"
+
+
+def test_resuming_a_parent_that_ended_resumes_the_subtree_its_pause_paused(make_world):
+    # Pausing an ended parent paused its live subtree; resuming it did nothing, leaving
+    # the subtree paused until each agent was resumed by name.
+    world = make_world()
+    _agent, child, grandchild = _family(world)
+    world.pause(child)  # ended: its live subtree is paused
+    world.tick()
+    assert world.status(grandchild).kind is StatusKind.PAUSED
+    world.resume(child)
+    world.tick()
+    assert world.status(grandchild).kind is StatusKind.ACTIVE
+    assert world.status(child).kind is StatusKind.COMPLETE
+    world.run_until_idle(max_ticks=50)
+    assert world.result(grandchild) == "slept"
+
+
+def test_a_format_2_world_resumes_only_a_paused_agents_subtree(make_world):
+    world = make_world()
+    world._state.journal_format = 2
+    _agent, child, grandchild = _family(world)
+    world.pause(child)
+    world.tick()
+    world.resume(child)
+    world.tick()
+    assert world.status(grandchild).kind is StatusKind.PAUSED
