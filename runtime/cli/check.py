@@ -109,15 +109,29 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """``tickwork validate``: check scenarios and report every problem; nothing runs."""
     problems: list[str] = []
     for path in args.scenarios:
+        before = set(sys.modules)
         try:
             scenario = load_scenario(path)
         except ScenarioError as exc:
             problems.extend(exc.problems)
             continue
+        finally:
+            _forget_modules_beside(Path(path).resolve().parent, before)
         print(escape_controls(f"{path}: ok ({_describe(scenario)})"))
     if problems:
         raise ScenarioError(problems)
     return 0
+
+
+def _forget_modules_beside(base: Path, before: set[str]) -> None:
+    """Drop the modules a scenario imported from its own directory (``base``), so that the
+    next scenario validated imports its own: two directories each with a ``behaviors.py``
+    had the second scenario checked against the first's module. Modules from anywhere
+    else stay (a C extension cannot be imported twice)."""
+    for name in [n for n in sys.modules if n not in before]:
+        file = getattr(sys.modules[name], "__file__", None)
+        if file is not None and Path(file).resolve().is_relative_to(base):
+            del sys.modules[name]
 
 
 def _describe(scenario: Scenario) -> str:

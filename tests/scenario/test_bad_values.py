@@ -234,3 +234,18 @@ def test_fuzzed_scenarios_get_exit_0_or_2_and_never_a_traceback(data):
     assert status in (0, 2), err
     assert "internal error" not in err and "Traceback" not in err
     assert all(ch.isprintable() for line in err.splitlines() for ch in line), err
+
+
+def test_validate_checks_each_scenario_against_the_modules_beside_it(tmp_path):
+    # Two directories each with a `team.py`: the second scenario's `team:helper` was
+    # looked up in the first directory's module, already imported, and reported missing.
+    for name, function in (("one", "worker"), ("two", "helper")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "team.py").write_text(f"def {function}(turn):\n    return 'done'\n")
+        (folder / "s.toml").write_text(f'[[agents]]\nbehavior = "team:{function}"\n')
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        status = main(["validate", str(tmp_path / "one/s.toml"), str(tmp_path / "two/s.toml")])
+    assert status == 0, err.getvalue()
+    assert out.getvalue().count(": ok (") == 2
