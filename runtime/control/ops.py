@@ -15,6 +15,7 @@ from typing import Any
 
 from components import InteractionKind, InteractionRequest, InteractionResponse, StatusKind
 from runtime._version import __version__
+from runtime.errors import UnknownAgentError
 from runtime.lane.values import shown
 from runtime.world import World
 
@@ -184,6 +185,8 @@ def _refuse_no_op(world: World, agent: str, op: str) -> None:
     """
     status = world.status(agent).kind
     if status.is_terminal:
+        if op in ("pause", "resume") and _reaches_below(world, agent, op):
+            return  # an ended agent's pause or resume acts on its subtree
         raise Refused("no_effect", f"agent {agent!r} is {status.value}: {op} does nothing")
     if op == "resume" and status is not StatusKind.PAUSED:
         raise Refused(
@@ -191,6 +194,28 @@ def _refuse_no_op(world: World, agent: str, op: str) -> None:
         )
     if op == "pause" and status is StatusKind.PAUSED:
         raise Refused("no_effect", f"agent {agent!r} is paused already")
+
+
+def _reaches_below(world: World, agent: str, op: str) -> bool:
+    """Whether ``op`` (pause or resume) of the ended ``agent`` would change an agent of its
+    subtree: one live and not paused (pause), or one paused (resume: from journal format
+    3, whose resume of an ended agent resumes what its pause held)."""
+    if op == "resume" and world.journal_format < 3:
+        return False
+    below = world.children(agent)
+    while below:
+        child = below.pop()
+        try:
+            kind = world.status(child).kind
+            below.extend(world.children(child))
+        except UnknownAgentError:
+            continue  # released meanwhile
+        if op == "resume":
+            if kind is StatusKind.PAUSED:
+                return True
+        elif not kind.is_terminal and kind is not StatusKind.PAUSED:
+            return True
+    return False
 
 
 def _command(name: str) -> Op:

@@ -282,6 +282,21 @@ class AgentAPI:
         self._checked(agent_id)
         return None
 
+    def children(self, agent_id: str) -> list[str]:
+        """The agents ``agent_id`` spawned (``Spawn``), in spawn order, that the world
+        still holds (a released one is gone: ``keep_finished``, ``forget``).
+
+        Raises:
+            UnknownAgentError: no agent has that id.
+        """
+        with self._lock:
+            records = self._state.records
+            rec = records.get(agent_id)
+            if rec is not None:
+                return [child for child in rec.children or () if child in records]
+        self._checked(agent_id)
+        return []
+
     def history(self, agent_id: str) -> list[Entry]:
         """A copy of the agent's history."""
         with self._lock:

@@ -284,6 +284,14 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         """The name of this world's esper world."""
         return self._name
 
+    @property
+    def journal_format(self) -> int:
+        """The journal format whose rules this world's ticks follow: the newest
+        (`runtime.journal.FORMAT_VERSION`), or the format of the journal a replay or
+        resume carries on (see `runtime.world.state.JOURNAL_FORMAT` for what each
+        changed)."""
+        return self._state.journal_format
+
     def backend_info(self) -> BackendInfo:
         """What runs the tool jobs (threads, or a cluster's workers), for a live view.
 

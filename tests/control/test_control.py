@@ -643,3 +643,60 @@ def test_a_request_being_handled_as_the_server_closes_gets_its_reply(state):
             closer.join(10)
         server.close()
         world.close()
+
+
+def _leaves_a_sleeper(turn):
+    from runtime import Spawn
+
+    yield Spawn(sleeper, "left running")
+    return "left it"
+
+
+def test_pause_and_resume_of_an_ended_agent_act_on_its_subtree(state):
+    # Both were refused as doing nothing ("is complete: pause does nothing"), though the
+    # world's pause of an ended agent pauses its live subtree and its resume resumes it.
+    world = World(seed=1)
+    parent = world.spawn(_leaves_a_sleeper, agent_id="parent")
+    server = ControlServer(world, state)
+    try:
+        server.start()
+        world.start()
+        child = "parent.1"
+        wait_for(lambda: world.status(parent).kind is StatusKind.COMPLETE, what="the parent")
+        assert world.children(parent) == [child]
+        with ControlClient(state, timeout=10) as client:
+            assert client.request("pause", agent=parent)["agent"] == parent
+            wait_for(lambda: world.status(child).kind is StatusKind.PAUSED, what="the pause")
+            with pytest.raises(ControlError, match="is paused already"):
+                client.request("pause", agent=child)
+            client.request("resume", agent=parent)
+            wait_for(lambda: world.status(child).kind is StatusKind.ACTIVE, what="the resume")
+            with pytest.raises(ControlError, match="'parent' is complete: resume does nothing"):
+                client.request("resume", agent=parent)  # nothing below it is paused
+            client.request("cancel", agent=child)
+            wait_for(lambda: world.status(child).kind is StatusKind.CANCELLED, what="cancel")
+            with pytest.raises(ControlError, match="'parent' is complete: pause does nothing"):
+                client.request("pause", agent=parent)  # nothing below it is live
+    finally:
+        server.close()
+        world.close()
+
+
+def test_a_format_2_worlds_ended_agent_is_not_resumed_through_the_channel(state):
+    world = World(seed=1)
+    world._state.journal_format = 2  # as a resume of a format-2 journal sets
+    parent = world.spawn(_leaves_a_sleeper, agent_id="parent")
+    server = ControlServer(world, state)
+    try:
+        server.start()
+        world.start()
+        wait_for(lambda: world.status(parent).kind is StatusKind.COMPLETE, what="the parent")
+        assert world.journal_format == 2
+        with ControlClient(state, timeout=10) as client:
+            client.request("pause", agent=parent)
+            wait_for(lambda: world.status("parent.1").kind is StatusKind.PAUSED, what="pause")
+            with pytest.raises(ControlError, match="resume does nothing"):
+                client.request("resume", agent=parent)  # format 2's resume would not act
+    finally:
+        server.close()
+        world.close()

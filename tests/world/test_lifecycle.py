@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from runtime import (
     Ask,
     CallTools,
@@ -13,6 +15,7 @@ from runtime import (
     StatusKind,
     ToolCall,
     ToolRegistry,
+    UnknownAgentError,
     WaitReason,
 )
 
@@ -183,3 +186,20 @@ def test_an_agent_paused_while_queued_to_step_does_not_step_until_resumed(make_w
     world.tick()
     world.tick()
     assert len(steps) == 5
+
+
+def test_children_lists_what_an_agent_spawned_that_the_world_still_holds(make_world):
+    def parent(turn):
+        first = yield Spawn(napper, 1)
+        second = yield Spawn(napper, 2)
+        return (yield Join(first, second))
+
+    world = make_world()
+    agent = world.spawn(parent)
+    world.run_until_idle()
+    assert world.children(agent) == [f"{agent}.1", f"{agent}.2"]
+    assert world.children(f"{agent}.1") == []
+    world.forget(f"{agent}.1")
+    assert world.children(agent) == [f"{agent}.2"]
+    with pytest.raises(UnknownAgentError):
+        world.children("nobody")
