@@ -18,6 +18,7 @@ from runtime.errors import JournalError, ReplayDivergence, ScenarioError
 from runtime.journal import replay
 from runtime.scenario import Scenario, load_scenario
 from runtime.scenario.check import escape_controls
+from runtime.world import sigint
 
 __all__ = ["cmd_replay", "cmd_validate"]
 
@@ -41,7 +42,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     )
     setup = _host_setup(args)
     try:
-        with progress if show else contextlib.nullcontext():
+        # Ctrl-C stops at once, mid-tick: a replay changes nothing it could leave half done.
+        with sigint.abandoning(), progress if show else contextlib.nullcontext():
             report = replay(
                 args.journal,
                 progress=update if show else None,

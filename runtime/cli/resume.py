@@ -24,7 +24,7 @@ from runtime.scenario import (
     spawn_agents,
 )
 from runtime.scenario.check import escape_controls
-from runtime.world import World
+from runtime.world import World, sigint
 
 __all__ = ["add_resume_command", "cmd_resume"]
 
@@ -110,15 +110,18 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 workers=settings.workers,
                 retries=settings.retries,
             )
-            return resume(
-                args.journal,
-                tools=build_tools(scenario, ship_by_value=backend is not None),
-                models=build_models(scenario),
-                behaviors=scenario.behaviors,
-                at_tick=args.at_tick,
-                journal=fork,
-                tool_executor=backend,
-            )
+            # Ctrl-C stops the rebuild at once, as it stops a run's tick: nothing has run
+            # live yet and the journal is as it was (else it waited for the whole replay).
+            with sigint.abandoning():
+                return resume(
+                    args.journal,
+                    tools=build_tools(scenario, ship_by_value=backend is not None),
+                    models=build_models(scenario),
+                    behaviors=scenario.behaviors,
+                    at_tick=args.at_tick,
+                    journal=fork,
+                    tool_executor=backend,
+                )
         except BaseException:
             if fork is not None:  # nothing was run: leave no half-made fork behind
                 fork.close()

@@ -29,7 +29,7 @@ from runtime.models import Model, ModelRequest
 from runtime.scenario.host import install_host
 from runtime.scenario.load import register_scenario_behaviors
 from runtime.tools import ToolRegistry
-from runtime.world import Behavior, World
+from runtime.world import Behavior, World, sigint
 from runtime.world.digest import agent_text
 from runtime.world.host_data import field_names
 from runtime.world.inputs import AddEntity, ComponentData, ForgetAgent, SpawnAgent
@@ -224,10 +224,17 @@ def replay_ticks(
                 world._host_id_taken(item.entity)  # type: ignore[attr-defined]
         changed: list[tuple[str, str]] = []
         world._state.forgets_at_once = at_once
+        # Ctrl-C as in a live tick (`runtime.world.sigint`): held to the tick's end and
+        # raised there, or at once under `sigint.abandoning()`, never landing inside a
+        # behaviour, whose catch-all failed the agent with it: a replay then reported a
+        # divergence where the user had pressed Ctrl-C.
+        deferring = sigint.enter()
         try:
             report = world._tick(tick.inputs, tick.now, changed)
         finally:
             world._state.forgets_at_once = False
+            if deferring:
+                sigint.leave()  # raises a Ctrl-C that landed during the tick
         inputs += len(tick.inputs)
         if report.digest != tick.digest:
             assert report.digest is not None

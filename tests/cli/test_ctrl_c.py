@@ -70,9 +70,11 @@ steps = [{ sleep = 1 }, { finish = "done" }]
 LATENCY_BOUND = 5.0
 
 
-def _ctrl_c(args: list[str], ready: Path, timeout: float = 40) -> tuple[float, dict, str]:
+def _ctrl_c(
+    args: list[str], ready: Path, timeout: float = 40, *, summary: bool = True
+) -> tuple[float, dict, str]:
     """Run ``tickwork ARGS``, send SIGINT once ``ready`` exists; returns
-    the seconds from the signal to the exit, the JSON summary, and stderr."""
+    the seconds from the signal to the exit, the JSON summary (``summary``), and stderr."""
     # faulthandler on: a run that does not stop is sent SIGABRT, which dumps every
     # thread's stack to stderr, so a failure says where the run was stuck.
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
@@ -106,7 +108,7 @@ def _ctrl_c(args: list[str], ready: Path, timeout: float = 40) -> tuple[float, d
         proc.wait(timeout=10)
     assert proc.returncode == 130, err  # the README's table: stopped by Ctrl-C
     assert "Traceback" not in err, err
-    return took, json.loads(out), err
+    return took, json.loads(out) if summary else {}, err
 
 
 def _committed(journal: Path) -> int:
@@ -143,6 +145,64 @@ def test_ctrl_c_abandons_the_tick_in_progress_and_the_journal_replays_and_resume
     assert done["agents"] == {"complete": 20_001}
     again = tickwork("replay", str(journal), "--path", str(tmp_path), timeout=50)
     assert again.returncode == 0 and again.stdout.startswith("replay matched"), again.stderr
+
+
+# The tripwire again, armed by a file: it takes its time only in a run that finds `armed`
+# (and disarms it), so a recorded run is quick and the resume's rebuild trips in its replay.
+ARMED_TRIPWIRE = """
+import os, time
+from runtime import Sleep
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ARMED, ENTERED = os.path.join(HERE, "armed"), os.path.join(HERE, "entered")
+
+def tripwire(turn):
+    for step in range(1, 4):
+        if step == 2 and os.path.exists(ARMED):
+            os.remove(ARMED)
+            open(ENTERED, "w").close()
+            for _ in range(12_000):
+                time.sleep(0.01)
+        yield Sleep(1)
+    return "tripped"
+"""
+
+
+def test_ctrl_c_while_a_resume_rebuilds_the_run_stops_at_once(tmp_path):
+    # The first Ctrl-C only asked the run to stop once it was rebuilt: the replay of the
+    # whole journal went on (minutes, for a long run) before `resume` exited.
+    (tmp_path / "trip.py").write_text(ARMED_TRIPWIRE)
+    scenario = tmp_path / "small.toml"
+    scenario.write_text(BIG.format(count=10))
+    journal = tmp_path / "small.db"
+    done = tickwork("run", str(scenario), "--journal", str(journal), "--quiet", timeout=50)
+    assert done.returncode == 0, done.stderr
+    recorded = _committed(journal)
+    (tmp_path / "armed").touch()  # the tripwire takes its time in the rebuild's replay
+    resume = ["resume", str(journal), "--scenario", str(scenario), "--quiet"]
+    took, _summary, err = _ctrl_c(resume, tmp_path / "entered", summary=False)
+    assert took < LATENCY_BOUND, f"took {took:.2f} s to stop"
+    assert "interrupted" in err and "resumed" not in err, err
+    assert _committed(journal) == recorded  # the journal is as it was
+    replayed = tickwork("replay", str(journal), "--path", str(tmp_path), timeout=50)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout.startswith(f"replay matched: {recorded} ticks")
+
+
+def test_ctrl_c_stops_a_replay_at_once_and_is_no_divergence(tmp_path):
+    # Ctrl-C inside a replayed tick failed the agent stepping then: the replay reported a
+    # divergence, after waiting for the tick to end.
+    (tmp_path / "trip.py").write_text(ARMED_TRIPWIRE)
+    scenario = tmp_path / "small.toml"
+    scenario.write_text(BIG.format(count=10))
+    journal = tmp_path / "small.db"
+    done = tickwork("run", str(scenario), "--journal", str(journal), "--quiet", timeout=50)
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "armed").touch()
+    replaying = ["replay", str(journal), "--path", str(tmp_path)]
+    took, _summary, err = _ctrl_c(replaying, tmp_path / "entered", summary=False)
+    assert took < LATENCY_BOUND, f"took {took:.2f} s to stop"
+    assert "interrupted" in err and "diverged" not in err, err
 
 
 def test_ctrl_c_while_200000_agents_are_spawned_stops_at_once(tmp_path):

@@ -255,6 +255,37 @@ def test_a_message_json_cannot_hold_is_written_the_same_in_every_process(tmp_pat
     )
 
 
+_PRESS_CTRL_C: list[bool] = []  # holds True while the behaviour below is to press Ctrl-C
+
+
+def _presses_ctrl_c(turn):
+    yield Sleep(1)
+    if _PRESS_CTRL_C:
+        _PRESS_CTRL_C.clear()
+        signal.raise_signal(signal.SIGINT)  # its handler runs here, inside the behaviour
+    yield Sleep(1)
+    return "done"
+
+
+def test_ctrl_c_in_a_replayed_tick_is_raised_after_it_not_taken_for_a_divergence(
+    tmp_path, python_sigint
+):
+    # The replay's ticks did not hold Ctrl-C as live ticks do: it landed in the behaviour,
+    # whose catch-all failed the agent with it, and the replay reported a divergence.
+    path = tmp_path / "run.db"
+    world = World(clock=ManualClock(), journal=Journal.create(path))
+    try:
+        world.spawn(_presses_ctrl_c)
+        world.run_until_idle()
+    finally:
+        world.close()
+    _PRESS_CTRL_C.append(True)
+    with pytest.raises(KeyboardInterrupt):
+        replay(path)
+    assert not _PRESS_CTRL_C  # it was pressed, in the replay
+    assert replay(path).ticks > 0  # and the journal replays as ever
+
+
 def _tamper(path: Path, sql: str, *args: object) -> None:
     conn = sqlite3.connect(path)
     with conn:
