@@ -137,7 +137,14 @@ class HttpProvider:
         def attempt() -> ModelReply:
             if self.rate_limit is not None:
                 self.rate_limit.acquire(cancel)
-            return self._stream_once(client, body, key, stream, cancel, request.agent_id)
+            reader = self._reader(stream, body)
+            try:
+                return self._stream_once(client, body, key, stream, cancel, reader)
+            except BaseException:
+                # Ended without a reply once the server began one (stopped, cancelled,
+                # cut off): its tokens were spent, retried or not.
+                self._charge(request.agent_id, reader.spent())
+                raise
 
         reply = with_retries(
             attempt,
@@ -174,25 +181,6 @@ class HttpProvider:
             client.close()
 
     def _stream_once(
-        self,
-        client: httpx.Client,
-        body: dict[str, Any],
-        key: str | None,
-        stream: Stream,
-        cancel: CancelToken,
-        agent_id: str,
-    ) -> ModelReply:
-        """One attempt at the call. An attempt that ends without a reply after the server
-        began one (stopped, cancelled, failed mid-stream: its tokens were spent) is
-        charged what its reader says it spent, retried or not."""
-        reader = self._reader(stream, body)
-        try:
-            return self._read_reply(client, body, key, stream, cancel, reader)
-        except BaseException:
-            self._charge(agent_id, reader.spent())
-            raise
-
-    def _read_reply(
         self,
         client: httpx.Client,
         body: dict[str, Any],

@@ -168,17 +168,23 @@ def tripwire(turn):
 """
 
 
-def test_ctrl_c_while_a_resume_rebuilds_the_run_stops_at_once(tmp_path):
-    # The first Ctrl-C only asked the run to stop once it was rebuilt: the replay of the
-    # whole journal went on (minutes, for a long run) before `resume` exited.
+def _armed_run(tmp_path: Path) -> tuple[Path, Path, int]:
+    """A short run recorded with the tripwire, then armed: its replay trips. Returns the
+    scenario, the journal and its ticks."""
     (tmp_path / "trip.py").write_text(ARMED_TRIPWIRE)
     scenario = tmp_path / "small.toml"
     scenario.write_text(BIG.format(count=10))
     journal = tmp_path / "small.db"
     done = tickwork("run", str(scenario), "--journal", str(journal), "--quiet", timeout=50)
     assert done.returncode == 0, done.stderr
-    recorded = _committed(journal)
-    (tmp_path / "armed").touch()  # the tripwire takes its time in the rebuild's replay
+    (tmp_path / "armed").touch()
+    return scenario, journal, _committed(journal)
+
+
+def test_ctrl_c_while_a_resume_rebuilds_the_run_stops_at_once(tmp_path):
+    # The first Ctrl-C only asked the run to stop once it was rebuilt: the replay of the
+    # whole journal went on (minutes, for a long run) before `resume` exited.
+    scenario, journal, recorded = _armed_run(tmp_path)
     resume = ["resume", str(journal), "--scenario", str(scenario), "--quiet"]
     took, _summary, err = _ctrl_c(resume, tmp_path / "entered", summary=False)
     assert took < LATENCY_BOUND, f"took {took:.2f} s to stop"
@@ -192,13 +198,7 @@ def test_ctrl_c_while_a_resume_rebuilds_the_run_stops_at_once(tmp_path):
 def test_ctrl_c_stops_a_replay_at_once_and_is_no_divergence(tmp_path):
     # Ctrl-C inside a replayed tick failed the agent stepping then: the replay reported a
     # divergence, after waiting for the tick to end.
-    (tmp_path / "trip.py").write_text(ARMED_TRIPWIRE)
-    scenario = tmp_path / "small.toml"
-    scenario.write_text(BIG.format(count=10))
-    journal = tmp_path / "small.db"
-    done = tickwork("run", str(scenario), "--journal", str(journal), "--quiet", timeout=50)
-    assert done.returncode == 0, done.stderr
-    (tmp_path / "armed").touch()
+    _scenario, journal, _recorded = _armed_run(tmp_path)
     replaying = ["replay", str(journal), "--path", str(tmp_path)]
     took, _summary, err = _ctrl_c(replaying, tmp_path / "entered", summary=False)
     assert took < LATENCY_BOUND, f"took {took:.2f} s to stop"

@@ -177,13 +177,9 @@ def test_a_run_holding_half_a_surrogate_pair_is_journaled_and_replays(tmp_path):
     assert last[agent]["result"] == ["half \ud83d", "\ude00 other"]
 
 
-def test_digests_do_not_depend_on_the_hash_seed(tmp_path):
-    path = tmp_path / "run.db"
-    script = [("tick", 0), ("answer", 0), ("interrupt", 1), ("send", 1)] * 5
-    record = (
-        "import sys; from pathlib import Path; from tests.journal.test_replay import _record;"
-        f"_record(Path(sys.argv[1]), {script!r}, 3, 3)"
-    )
+def _recorded_and_replayed_elsewhere(path: Path, record: str) -> int:
+    """Run ``record`` (Python code, ``sys.argv[1]`` the journal) in a process with one hash
+    seed, then replay the journal in a process with another; returns the ticks replayed."""
     check = "import sys; from runtime import replay; print(replay(sys.argv[1]).ticks)"
     for code, hash_seed in ((record, "1"), (check, "987654")):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
@@ -196,7 +192,17 @@ def test_digests_do_not_depend_on_the_hash_seed(tmp_path):
             timeout=120,
         )
         assert done.returncode == 0, done.stderr
-    assert int(done.stdout.strip()) == len(script)
+    return int(done.stdout.strip())
+
+
+def test_digests_do_not_depend_on_the_hash_seed(tmp_path):
+    path = tmp_path / "run.db"
+    script = [("tick", 0), ("answer", 0), ("interrupt", 1), ("send", 1)] * 5
+    record = (
+        "import sys; from pathlib import Path; from tests.journal.test_replay import _record;"
+        f"_record(Path(sys.argv[1]), {script!r}, 3, 3)"
+    )
+    assert _recorded_and_replayed_elsewhere(path, record) == len(script)
 
 
 class _Opaque:
@@ -232,19 +238,7 @@ def test_a_message_json_cannot_hold_is_written_the_same_in_every_process(tmp_pat
         "import sys; from tests.journal.test_replay import _record_a_set;"
         " _record_a_set(sys.argv[1])"
     )
-    check = "import sys; from runtime import replay; print(replay(sys.argv[1]).ticks)"
-    for code, hash_seed in ((record, "1"), (check, "987654")):
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        done = subprocess.run(  # noqa: PLW1510 - the return code is asserted below
-            [sys.executable, "-c", code, str(path)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
-    assert int(done.stdout.strip()) > 0
+    assert _recorded_and_replayed_elsewhere(path, record) > 0
     with JournalReader(path) as reader:
         last, _at = reader.states_until(reader.tick_count())
     assert last["a1"]["result"] == "spawned"
