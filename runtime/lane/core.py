@@ -159,6 +159,15 @@ class LaneCore:
         for entry in entries:
             self._launch(entry)
 
+    def _place(self, entries: list[Entry]) -> list[Entry]:
+        """Hand started jobs to idle workers; return those that need a thread of their own
+        (counted in ``_threads``, as `_grant` counts them)."""
+        if not entries:
+            return []
+        with self._lock:
+            self._version += 1
+            return [entry for entry in entries if self._hand_off(entry)]
+
     def _threads_not_started(self, n: int) -> None:
         """Count out ``n`` worker threads that `_hand_off` counted in but never started."""
         with self._lock:

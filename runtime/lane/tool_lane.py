@@ -518,19 +518,34 @@ class ToolLane(LaneCore):
             self._ended(job)
 
     def _fail_unlaunched(self, entries: list[Entry], exc: BaseException) -> None:
-        """Started jobs no thread could be started for, on a thread that cannot run them:
-        each ends failed (an error result per call, naming the lane), and so does each job
-        its permit goes to next, rather than wait for a thread that never comes."""
-        if self._executor is None:
-            self._threads_not_started(len(entries))
-        pending = list(entries)
+        """Started jobs of a threaded lane no thread could be started for (``entries``, the
+        next to run last), on a thread that cannot run them: each ends failed (an error
+        result per call, naming the lane). The jobs their permits go to are started as any
+        job is, by an idle worker or a thread of their own, and fail only if that thread
+        cannot start either: one failed start does not fail the whole queue."""
+        pending = entries
         while pending:
-            entry = pending.pop()
-            job = entry.job
-            error = f"lane {self._name!r}: no thread to run job {job.batch_id!r}: {_describe(exc)}"
-            nxt = self._finish(entry, FAILED, _error_results(job.calls, error), 0.0, error)
-            if nxt is not None:
-                pending.append(nxt)
+            self._threads_not_started(len(pending))
+            granted: list[Entry] = []
+            while pending:
+                entry = pending.pop()
+                job = entry.job
+                error = (
+                    f"lane {self._name!r}: no thread to run job {job.batch_id!r}: {_describe(exc)}"
+                )
+                nxt = self._finish(entry, FAILED, _error_results(job.calls, error), 0.0, error)
+                if nxt is not None:
+                    granted.append(nxt)
+            launch = self._place(granted)
+            if not launch:
+                return
+            launch.reverse()  # each thread pops its own job off the end: the first goes first
+            try:
+                self._spawn(launch)
+                return
+            except Exception as again:
+                log.exception("lane %r: could not start a worker thread", self._name)
+                exc, pending = again, launch
 
     def _submit_to_executor(self, entry: Entry) -> None:
         assert self._executor is not None

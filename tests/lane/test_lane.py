@@ -989,15 +989,21 @@ def test_a_worker_that_cannot_start_the_next_thread_runs_those_jobs_itself(
 
 class NoThreads:
     """``threading.Thread.start`` refusing the lane's worker threads while switched on, as
-    a process out of threads does (``RuntimeError: can't start new thread``)."""
+    a process out of threads does (``RuntimeError: can't start new thread``); with
+    ``failures`` set, only that many starts fail (a passing shortage)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.on = False
+        self.failures: int | None = None
         real_start = threading.Thread.start
 
         def start(thread: threading.Thread) -> None:
             if self.on and thread.name.startswith("tickwork-io-"):
-                raise RuntimeError("can't start new thread")
+                if self.failures is None:
+                    raise RuntimeError("can't start new thread")
+                if self.failures > 0:
+                    self.failures -= 1
+                    raise RuntimeError("can't start new thread")
             real_start(thread)
 
         monkeypatch.setattr(threading.Thread, "start", start)
@@ -1046,6 +1052,30 @@ def test_relieve_that_cannot_start_a_thread_fails_what_it_let_start(make_lane, m
     assert (done.batch_id, done.error) == ("A", None)
     wait_until(lambda: lane.stats().in_flight == 0, "A to end")
     check_balance(lane.stats())
+
+
+def test_one_thread_that_cannot_start_fails_its_job_alone_not_the_queue(make_lane, monkeypatch):
+    # The permit of the failed job went to the next queued one, which was failed too
+    # without a thread being tried for it, and so on: one failed start failed every job.
+    outcomes = Outcomes()
+    lane = make_lane(1, name="io", on_outcome=outcomes)
+    started, release = threading.Event(), threading.Event()
+    lane.submit(ToolJob("a", "A", blocker(started, release, "A")))
+    assert started.wait(WAIT)
+    for i in range(5):
+        lane.submit(ToolJob("b", f"B{i}", lambda c, i=i: result(f"B{i}")))  # queued
+    threads = NoThreads(monkeypatch)
+    threads.on, threads.failures = True, 1  # the next start fails, later ones do not
+    lane.relieve(1)
+    release.set()
+    ended = {o.batch_id: o.error for o in outcomes.take(6)}
+    assert "no thread to run job 'B0'" in (ended.pop("B0") or "")
+    assert ended == {"A": None, "B1": None, "B2": None, "B3": None, "B4": None}
+    wait_until(lambda: lane.stats().in_flight == 0, "the lane to drain")
+    s = lane.stats()
+    assert (s.failed, s.finished) == (1, 5)
+    check_balance(s)
+    wait_until(lambda: lane.stats().threads == len(lane._idlers), "threads all counted")
 
 
 def test_a_job_stepping_off_the_lane_with_no_thread_for_the_next_fails_it_and_goes_on(
