@@ -55,8 +55,10 @@ in every journal's header). A replay or a resume follows its journal's format
   children (format 2 stopped at a finished child); resuming a finished agent resumes its
   subtree, as pausing it paused it (format 2 resumed only a paused agent's); and a
   message or output JSON cannot hold is written in history the same in every process
-  (a set's items sorted, an object with no text of its own by its type's name; format 2
-  wrote Python's text of it: a set of strings in hash order, an object with its address).
+  (a set's items sorted, a dataclass as its fields, an enum as its value, an object whose
+  text holds an address by its type's name: `systems.lifecycle.history.as_text`; format
+  2 wrote Python's text of it: a set of strings in hash order, an object with its
+  address).
 - Format 2 takes a resource's actions in the step, a ``Use``'s hold being a sleep whose
   wake-up gives the slot back (`runtime.world.resource_steps`); format 1 took them as host
   actions in dispatch."""

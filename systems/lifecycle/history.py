@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from enum import Enum
 from typing import Any
 
 from components import Entry, History, ToolResult
@@ -19,10 +20,13 @@ def as_text(value: Any, journal_format: int = JOURNAL_FORMAT) -> str:
     """A message or output as history text: strings as they are, the rest as JSON.
 
     What JSON cannot hold is written by ``journal_format``'s rule (the world's: see
-    `runtime.world.state.JOURNAL_FORMAT`): from format 3 the same in every process (a
-    set's items sorted by their canonical text, an object with no text of its own as
-    ``<TypeName>``, a value the encoder refuses as its canonical JSON); format 2 wrote
-    Python's ``str`` of it (a set of strings in hash order, an object with its address).
+    `runtime.world.state.JOURNAL_FORMAT`). From format 3: a set as a list of its items
+    sorted (numbers and strings by value, anything else by the text it is written as), a
+    dataclass as its fields, an enum as its value, another object as its own text (its
+    ``str``) or, when that text holds a memory address, as ``<TypeName>``, and a value
+    the encoder refuses as its canonical JSON; so the same in every process, but for an
+    object whose own text is not. Format 2 wrote Python's ``str`` of each (a set of
+    strings in hash order, an object with its address).
     """
     if isinstance(value, str):
         return value
@@ -60,12 +64,18 @@ def _unencodable(value: Any, steady: bool) -> str:
 
 
 def _steady_default(value: Any) -> Any:
-    """The text of what JSON cannot hold, the same in every process (format 3)."""
+    """What JSON cannot hold, as something it can, the same in every process (format 3;
+    see `as_text`)."""
     if isinstance(value, set | frozenset):
         kinds = {type(item) for item in value}
         if kinds in ({int}, {str}):
             return sorted(value)  # numbers by value, strings by code point
-        return sorted(value, key=canonical)  # anything else by its canonical text
+        return sorted(value, key=_TEXT.encode)  # by the text each item is written as
+    fields = getattr(type(value), "__dataclass_fields__", None)
+    if fields is not None:  # its `str` would print a set field in hash order
+        return {name: getattr(value, name) for name in fields}
+    if isinstance(value, Enum):
+        return value.value
     text = str(value)
     if " at 0x" in text:  # Python's default text of an object, a function, a generator
         return f"<{type(value).__qualname__}>"  # without the address, which changes

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -209,6 +210,14 @@ class _Opaque:
     """An object with no text of its own: Python's names its address."""
 
 
+@dataclass(frozen=True)
+class _Labels:
+    """A dataclass whose own text prints its set in hash order."""
+
+    names: frozenset[str]
+    mood: StatusKind
+
+
 def _echo(turn):
     yield Sleep(0)
     return "echoed"
@@ -216,7 +225,10 @@ def _echo(turn):
 
 def _spawns_a_set(turn):
     tags = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}
-    child = yield Spawn(_echo, {"tags": tags, "handle": _Opaque()})
+    labels = _Labels(frozenset({"x", "y", "z", "w"}), StatusKind.ACTIVE)
+    mixed = {_Labels(frozenset({"b", "a"}), StatusKind.IDLE), ("t", 1), 2.5}
+    message = {"tags": tags, "handle": _Opaque(), "labels": labels, "mixed": mixed}
+    child = yield Spawn(_echo, message)
     yield Join(child)
     return "spawned"
 
@@ -244,9 +256,12 @@ def test_a_message_json_cannot_hold_is_written_the_same_in_every_process(tmp_pat
     assert last["a1"]["result"] == "spawned"
     with resume(path) as world:
         [entry] = world.history("a1.1")
-    assert entry.content == (
-        '{"handle": "<_Opaque>", "tags": ["alpha", "beta", "delta", "epsilon", "gamma", "zeta"]}'
-    )
+    assert json.loads(entry.content) == {
+        "handle": "<_Opaque>",
+        "labels": {"mood": "active", "names": ["w", "x", "y", "z"]},
+        "mixed": [2.5, ["t", 1], {"mood": "idle", "names": ["a", "b"]}],
+        "tags": ["alpha", "beta", "delta", "epsilon", "gamma", "zeta"],
+    }
 
 
 _PRESS_CTRL_C: list[bool] = []  # holds True while the behaviour below is to press Ctrl-C
