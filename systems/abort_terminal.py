@@ -49,6 +49,9 @@ class AbortTerminalWork(esper.Processor):
                         finish(state, child, CANCELLED, f"parent {rec.id} cancelled")
                     elif child.children and state.journal_format >= 3:
                         _cancel_under(state, child, rec.id)
+                if state.released_parents and state.journal_format >= 3:
+                    for other in state.cut_off(rec):  # below an agent released since
+                        finish(state, other, CANCELLED, f"ancestor {rec.id} cancelled")
         queue.clear()
 
 

@@ -127,7 +127,8 @@ def _resume_one(state: WorldState, rec: AgentRecord) -> None:
 
 
 def _subtree(state: WorldState, rec: AgentRecord) -> list[AgentRecord]:
-    """``rec`` and its descendants that still have records, parents before children."""
+    """``rec`` and its descendants that still have records, parents before children (from
+    journal format 3 also those below an agent released since: `WorldState.cut_off`)."""
     found = [rec]
     index = 0
     while index < len(found):
@@ -137,6 +138,8 @@ def _subtree(state: WorldState, rec: AgentRecord) -> list[AgentRecord]:
             child = state.records.get(child_id)
             if child is not None:
                 found.append(child)
+    if state.released_parents and state.journal_format >= 3:
+        found.extend(state.cut_off(rec))
     return found
 
 

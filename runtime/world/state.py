@@ -52,7 +52,9 @@ in every journal's header). A replay or a resume follows its journal's format
 (``WorldState.journal_format``), so journals of every format replay as recorded.
 
 - Format 3: cancelling an agent also cancels the live descendants of its finished
-  children (format 2 stopped at a finished child); resuming a finished agent resumes its
+  children (format 2 stopped at a finished child), and pause, resume and cancel reach the
+  descendants below an agent released since (`WorldState.cut_off`); resuming a finished
+  agent resumes its
   subtree, as pausing it paused it (format 2 resumed only a paused agent's); and a
   message or output JSON cannot hold is written in history the same in every process
   (a set's items sorted, a dataclass as its fields, an enum as its value, an object whose
@@ -505,6 +507,9 @@ class WorldState:
         self.holds = 0
         # The journal format this world's ticks follow (see `JOURNAL_FORMAT`).
         self.journal_format = JOURNAL_FORMAT
+        # An agent was released (``keep_finished``, ``forget``) while it had children: a
+        # walk of ``children`` may now miss agents below it (see `cut_off`).
+        self.released_parents = False
         # Actions the step itself takes (a format-2 resource's): type -> fn(state, rec,
         # action), run where the behaviour yielded it, before any later agent steps.
         self.step_actions: dict[type, Callable[[WorldState, AgentRecord, Any], None]] = {}
@@ -574,6 +579,27 @@ class WorldState:
         if holds:
             for rec in holds:  # after the loop: a hold granted now ends next tick at once
                 end_hold(self, rec)
+
+    def cut_off(self, rec: AgentRecord) -> list[AgentRecord]:
+        """The descendants of ``rec`` that no walk of ``children`` from it reaches: those
+        below an agent released since, in creation order (journal format 3's pause,
+        resume and cancel reach them too). Empty unless an agent was released with
+        children; then a scan of the agents, whose ids tell their ancestry (a child of
+        ``p`` is ``p.<n>``), each followed up its parents to ``rec`` or to a gap."""
+        if not self.released_parents:
+            return []
+        records = self.records
+        top = rec.id
+        prefix = top + "."
+        found = []
+        for other in records.values():
+            if other.id.startswith(prefix):
+                up = other.agent.parent
+                while up is not None and up != top and up in records:
+                    up = records[up].agent.parent
+                if up != top:  # its line up to `rec` passes a released agent
+                    found.append(other)
+        return found
 
     def make_ready(self, rec: AgentRecord) -> None:
         """Queue ``rec`` to step next (held instead while it is paused).

@@ -179,3 +179,55 @@ def test_a_format_2_world_resumes_only_a_paused_agents_subtree(make_world):
     world.resume(child)
     world.tick()
     assert world.status(grandchild).kind is StatusKind.PAUSED
+
+
+def _leaves_a_grandchild(turn):
+    child = yield Spawn(_leaves_a_child, "c")
+    yield Join(child)
+    return "joined"
+
+
+def _line_through_a_released_agent(world):
+    """root -> mid (ended) -> gone (ended, then forgotten: released) -> leaf (running)."""
+
+    def root(turn):
+        child = yield Spawn(_leaves_a_grandchild, "m")
+        yield Join(child)
+        yield Sleep(100)
+        return "root done"
+
+    agent = world.spawn(root, "x")
+    for _ in range(6):
+        world.tick()
+    mid, gone, leaf = f"{agent}.1", f"{agent}.1.1", f"{agent}.1.1.1"
+    assert world.status(mid).kind is StatusKind.COMPLETE
+    world.forget(gone)  # ended: released at once, its child no longer listed under anyone
+    assert world.children(mid) == [] and world.status(leaf).kind is StatusKind.ACTIVE
+    return agent, leaf
+
+
+def test_pause_resume_and_cancel_reach_agents_below_one_released_since(make_world):
+    # The walk down `children` stopped at the released agent: the leaf below it was
+    # neither paused, resumed nor cancelled with the root.
+    world = make_world()
+    agent, leaf = _line_through_a_released_agent(world)
+    world.pause(agent)
+    world.tick()
+    assert world.status(leaf).kind is StatusKind.PAUSED
+    world.resume(agent)
+    world.tick()
+    assert world.status(leaf).kind is StatusKind.ACTIVE
+    world.cancel(agent)
+    world.tick()
+    status = world.status(leaf)
+    assert (status.kind, status.message) == (StatusKind.CANCELLED, f"ancestor {agent} cancelled")
+
+
+def test_a_format_2_world_does_not_reach_below_a_released_agent(make_world):
+    world = make_world()
+    world._state.journal_format = 2
+    agent, leaf = _line_through_a_released_agent(world)
+    world.pause(agent)
+    world.cancel(agent)
+    world.run_until_idle()
+    assert world.result(leaf) == "slept"
