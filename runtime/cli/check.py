@@ -126,13 +126,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _forget_modules_beside(base: Path, before: set[str]) -> None:
-    """Drop the modules a scenario imported from its own directory (``base``), so that the
-    next scenario validated imports its own: two directories each with a ``behaviors.py``
-    had the second scenario checked against the first's module. Modules from anywhere
-    else stay (a C extension cannot be imported twice)."""
+    """Drop the modules a scenario imported from beside it (a module or package directly in
+    its directory ``base``), so that the next scenario validated imports its own: two
+    directories each with a ``behaviors.py`` had the second scenario checked against the
+    first's module. Everything else stays: installed packages (also those of a ``.venv``
+    inside ``base``), packages imported before, and extension modules, which cannot be
+    imported twice."""
     for name in [n for n in sys.modules if n not in before]:
+        top = name.partition(".")[0]
         file = getattr(sys.modules[name], "__file__", None)
-        if file is not None and Path(file).resolve().is_relative_to(base):
+        if top in before or file is None:
+            continue
+        path = Path(file).resolve()
+        if not path.is_relative_to(base) or path.suffix not in (".py", ".pyc"):
+            continue
+        if path.relative_to(base).parts[0] in (top, f"{top}.py"):
             del sys.modules[name]
 
 

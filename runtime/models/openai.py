@@ -83,11 +83,11 @@ class _ChunkReader:
         if data.strip() == "[DONE]":
             return True
         chunk = _json(data)
-        self._started = True
-        if "error" in chunk:
+        if "error" in chunk:  # refused before a reply began, or cut short: as it came
             error = chunk["error"]
             message = error.get("message") if isinstance(error, dict) else error
             raise ProviderError("openai", f"error in the stream: {message}")
+        self._started = True
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             # A count the server left out is estimated below, as with no usage at all: an

@@ -677,7 +677,15 @@ def test_a_reply_cut_off_mid_stream_charges_what_it_spent(openai_server, virtual
 
 
 def test_a_call_the_server_refused_charges_nothing(openai_server, anthropic_server, virtual_sleep):
-    # Refused before any reply began (retried 500s, then a 400): nothing was spent.
+    # Refused before any reply began (retried 500s, then a 400; or an error as the
+    # stream's first event): nothing was spent.
+    refused = Reply(frames=(_data({"error": {"message": "upstream overloaded"}}),))
+    openai_server.script(refused)
+    budget = Budget(tokens=1_000)
+    model = OpenAIChat("m", base_url=openai_server.url, sleep=virtual_sleep, budget=budget)
+    with pytest.raises(ProviderError, match="upstream overloaded"):
+        model.complete(ModelRequest("a1", "hi"), CancelToken())
+    assert budget.used("a1") == 0
     for server, cls in ((openai_server, OpenAIChat), (anthropic_server, AnthropicMessages)):
         server.script(error(500, "busy"), error(400, "bad request"))
         budget = Budget(tokens=1_000)

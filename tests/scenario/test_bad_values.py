@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import math
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -236,16 +237,28 @@ def test_fuzzed_scenarios_get_exit_0_or_2_and_never_a_traceback(data):
     assert all(ch.isprintable() for line in err.splitlines() for ch in line), err
 
 
-def test_validate_checks_each_scenario_against_the_modules_beside_it(tmp_path):
+def test_validate_checks_each_scenario_against_the_modules_beside_it(tmp_path, monkeypatch):
     # Two directories each with a `team.py`: the second scenario's `team:helper` was
     # looked up in the first directory's module, already imported, and reported missing.
+    # What `team` imports from a package directory inside the project (its `.venv`, on
+    # the path) stays imported: an extension module cannot be imported a second time.
+    vendor = tmp_path / "one" / ".venv" / "site"
+    vendor.mkdir(parents=True)
+    (vendor / "vendored_lib_for_validate.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(vendor))
     for name, function in (("one", "worker"), ("two", "helper")):
         folder = tmp_path / name
-        folder.mkdir()
-        (folder / "team.py").write_text(f"def {function}(turn):\n    return 'done'\n")
+        uses = "import vendored_lib_for_validate\n" if name == "one" else ""
+        (folder / "team.py").parent.mkdir(exist_ok=True)
+        (folder / "team.py").write_text(f"{uses}def {function}(turn):\n    return 'done'\n")
         (folder / "s.toml").write_text(f'[[agents]]\nbehavior = "team:{function}"\n')
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-        status = main(["validate", str(tmp_path / "one/s.toml"), str(tmp_path / "two/s.toml")])
-    assert status == 0, err.getvalue()
-    assert out.getvalue().count(": ok (") == 2
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            status = main(["validate", str(tmp_path / "one/s.toml"), str(tmp_path / "two/s.toml")])
+        assert status == 0, err.getvalue()
+        assert out.getvalue().count(": ok (") == 2
+        assert "vendored_lib_for_validate" in sys.modules and "team" not in sys.modules
+    finally:
+        sys.modules.pop("vendored_lib_for_validate", None)
+        sys.modules.pop("team", None)
