@@ -27,6 +27,7 @@ class AbortTerminalWork(esper.Processor):
         if not queue:
             return
         effects = state.effects
+        scanned: list[str] = []  # cancelled agents whose cut-off descendants were found
         index = 0
         while index < len(queue):  # grows while children are cancelled
             rec = queue[index]
@@ -49,8 +50,13 @@ class AbortTerminalWork(esper.Processor):
                         finish(state, child, CANCELLED, f"parent {rec.id} cancelled")
                     elif child.children and state.journal_format >= 3:
                         _cancel_under(state, child, rec.id)
-                if state.released_parents and state.journal_format >= 3:
-                    for other in state.cut_off(rec):  # below an agent released since
+                if (
+                    state.released_parents
+                    and state.journal_format >= 3
+                    and not any(rec.id.startswith(top + ".") for top in scanned)
+                ):  # below an agent released since; once for a cancelled tree, at its top
+                    scanned.append(rec.id)
+                    for other in state.cut_off(rec):
                         finish(state, other, CANCELLED, f"ancestor {rec.id} cancelled")
         queue.clear()
 

@@ -54,8 +54,8 @@ in every journal's header). A replay or a resume follows its journal's format
 - Format 3: cancelling an agent also cancels the live descendants of its finished
   children (format 2 stopped at a finished child), and pause, resume and cancel reach the
   descendants below an agent released since (`WorldState.cut_off`); resuming a finished
-  agent resumes its
-  subtree, as pausing it paused it (format 2 resumed only a paused agent's); and a
+  agent resumes its subtree, as pausing it paused it (format 2 resumed only a paused
+  agent's); and a
   message or output JSON cannot hold is written in history the same in every process
   (a set's items sorted, a dataclass as its fields, an enum as its value, an object whose
   text holds an address by its type's name: `systems.lifecycle.history.as_text`; format

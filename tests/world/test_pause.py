@@ -231,3 +231,39 @@ def test_a_format_2_world_does_not_reach_below_a_released_agent(make_world):
     world.cancel(agent)
     world.run_until_idle()
     assert world.result(leaf) == "slept"
+
+
+def test_a_cancelled_tree_looks_for_agents_below_released_ones_once_at_its_top(
+    make_world, monkeypatch
+):
+    # Each agent cancelled with the tree scanned every agent again: a tree of k agents in
+    # a world of n cost k x n once any agent had been released with children.
+    from runtime.world.state import WorldState
+
+    def keeps_a_child(turn):
+        yield Spawn(_long_sleeper, "g")
+        yield Sleep(100)
+
+    def fans_out(turn):
+        for _ in range(10):
+            yield Spawn(keeps_a_child, "c")  # each child runs on with a child of its own
+        yield Sleep(100)
+
+    world = make_world()
+    _line_through_a_released_agent(world)  # an agent released with a child
+    other = world.spawn(fans_out, "y")
+    for _ in range(12):
+        world.tick()
+    scans: list[str] = []
+    real = WorldState.cut_off
+
+    def counted(self, rec):
+        scans.append(rec.id)
+        return real(self, rec)
+
+    monkeypatch.setattr(WorldState, "cut_off", counted)
+    world.cancel(other)
+    world.tick()
+    assert scans == [other]
+    grandchildren = [f"{other}.{i}.1" for i in range(1, 11)]
+    assert {world.status(a).kind for a in grandchildren} == {StatusKind.CANCELLED}
