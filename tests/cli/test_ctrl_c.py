@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -70,6 +71,15 @@ steps = [{ sleep = 1 }, { finish = "done" }]
 LATENCY_BOUND = 5.0
 
 
+# SIGINT as a terminal gives it: a test runner started with it ignored (a background job of
+# a shell without job control) passes SIG_IGN on to its children, and a command with no
+# handler of its own (`replay`) would then ignore it. The child execs tickwork with it reset.
+_WITH_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL);"
+    " os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 def _ctrl_c(
     args: list[str], ready: Path, timeout: float = 40, *, summary: bool = True
 ) -> tuple[float, dict, str]:
@@ -79,7 +89,7 @@ def _ctrl_c(
     # thread's stack to stderr, so a failure says where the run was stuck.
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen(
-        [TICKWORK, *args],
+        [sys.executable, "-c", _WITH_SIGINT, TICKWORK, *args],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
