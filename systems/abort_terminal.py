@@ -27,7 +27,9 @@ class AbortTerminalWork(esper.Processor):
         if not queue:
             return
         effects = state.effects
-        scanned: list[str] = []  # cancelled agents whose cut-off descendants were found
+        # Agents that ended before this stage; those after them in the queue are what
+        # their cancels reached here, whose cut-off descendants are their top's too.
+        tops = len(queue)
         index = 0
         while index < len(queue):  # grows while children are cancelled
             rec = queue[index]
@@ -50,12 +52,8 @@ class AbortTerminalWork(esper.Processor):
                         finish(state, child, CANCELLED, f"parent {rec.id} cancelled")
                     elif child.children and state.journal_format >= 3:
                         _cancel_under(state, child, rec.id)
-                if (
-                    state.released_parents
-                    and state.journal_format >= 3
-                    and not any(rec.id.startswith(top + ".") for top in scanned)
-                ):  # below an agent released since; once for a cancelled tree, at its top
-                    scanned.append(rec.id)
+                if state.released_up and state.journal_format >= 3 and index <= tops:
+                    # Below an agent released since: once for a cancelled tree, at its top.
                     for other in state.cut_off(rec):
                         finish(state, other, CANCELLED, f"ancestor {rec.id} cancelled")
         queue.clear()

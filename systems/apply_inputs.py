@@ -138,7 +138,7 @@ def _subtree(state: WorldState, rec: AgentRecord) -> list[AgentRecord]:
             child = state.records.get(child_id)
             if child is not None:
                 found.append(child)
-    if state.released_parents and state.journal_format >= 3:
+    if state.released_up and state.journal_format >= 3:
         found.extend(state.cut_off(rec))
     return found
 

@@ -507,9 +507,13 @@ class WorldState:
         self.holds = 0
         # The journal format this world's ticks follow (see `JOURNAL_FORMAT`).
         self.journal_format = JOURNAL_FORMAT
-        # An agent was released (``keep_finished``, ``forget``) while it had children: a
-        # walk of ``children`` may now miss agents below it (see `cut_off`).
-        self.released_parents = False
+        # Parent links ids no longer give, once an agent was released (``keep_finished``,
+        # ``forget``) while it had children (see `cut_off`), by ordinal, as (the parent's
+        # ordinal, its parent's id): of each such released agent (None: it had no parent),
+        # and of each agent held whose parent was released. An id may be taken again once
+        # released; an ordinal never is.
+        self.released_up: dict[int, tuple[int, str | None] | None] = {}
+        self.orphan_up: dict[int, tuple[int, str | None]] = {}
         # Actions the step itself takes (a format-2 resource's): type -> fn(state, rec,
         # action), run where the behaviour yielded it, before any later agent steps.
         self.step_actions: dict[type, Callable[[WorldState, AgentRecord, Any], None]] = {}
@@ -580,25 +584,55 @@ class WorldState:
             for rec in holds:  # after the loop: a hold granted now ends next tick at once
                 end_hold(self, rec)
 
+    def parent_link(self, ordinal: int, parent: str | None) -> tuple[int, str | None] | None:
+        """The parent of the agent with ``ordinal`` and parent id ``parent`` (held or
+        released), as (its ordinal, its parent's id); None for an agent with no parent."""
+        link = self.orphan_up.get(ordinal)
+        if link is not None:
+            return link
+        if ordinal in self.released_up:
+            return self.released_up[ordinal]
+        if parent is None:
+            return None
+        rec = self.records.get(parent)  # held: no release has come between them
+        return None if rec is None else (rec.ordinal, rec.agent.parent)
+
+    def note_release(self, rec: AgentRecord) -> None:
+        """``rec`` is about to be released: keep the parent links ids will no longer give
+        (its own, and its held children's, when it has children)."""
+        orphan = self.orphan_up.pop(rec.ordinal, None)
+        if not rec.children:
+            return
+        up = orphan if orphan is not None else self.parent_link(rec.ordinal, rec.agent.parent)
+        self.released_up[rec.ordinal] = up
+        link = (rec.ordinal, rec.agent.parent)
+        for child_id in rec.children:
+            child = self.records.get(child_id)
+            if child is not None and self.parent_link(child.ordinal, child.agent.parent) == link:
+                self.orphan_up[child.ordinal] = link
+
     def cut_off(self, rec: AgentRecord) -> list[AgentRecord]:
         """The descendants of ``rec`` that no walk of ``children`` from it reaches: those
-        below an agent released since, in creation order (journal format 3's pause,
-        resume and cancel reach them too). Empty unless an agent was released with
-        children; then a scan of the agents, whose ids tell their ancestry (a child of
-        ``p`` is ``p.<n>``), each followed up its parents to ``rec`` or to a gap."""
-        if not self.released_parents:
+        whose line up to it passes an agent released since, in creation order (journal
+        format 3's pause, resume and cancel reach them too). Empty unless an agent was
+        released with children. The line is followed by ordinals (`parent_link`), so an
+        id taken again, or a host's id with a dot in it, is never taken for an ancestor."""
+        released = self.released_up
+        if not released:
             return []
-        records = self.records
-        top = rec.id
-        prefix = top + "."
+        top = rec.ordinal
+        prefix = rec.id + "."  # a child's id is its parent's and ".<n>": a quick filter
         found = []
-        for other in records.values():
-            if other.id.startswith(prefix):
-                up = other.agent.parent
-                while up is not None and up != top and up in records:
-                    up = records[up].agent.parent
-                if up != top:  # its line up to `rec` passes a released agent
-                    found.append(other)
+        for other in self.records.values():
+            if not other.id.startswith(prefix):
+                continue
+            gap = False
+            link = self.parent_link(other.ordinal, other.agent.parent)
+            while link is not None and link[0] != top:
+                gap = gap or link[0] in released
+                link = self.parent_link(*link)
+            if link is not None and gap:
+                found.append(other)
         return found
 
     def make_ready(self, rec: AgentRecord) -> None:

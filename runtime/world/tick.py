@@ -513,8 +513,8 @@ class TickMachine:
     def _release(self, rec: AgentRecord) -> None:
         """Drop a finished agent entirely: entity, record, digest share, id (tick lock held)."""
         state = self._state
-        if rec.children:
-            state.released_parents = True  # walks of `children` may miss agents below it
+        if rec.children or state.orphan_up:
+            state.note_release(rec)  # walks of `children` may miss agents below it
         with self._ids_lock:
             del state.records[rec.id]
         state.dirty.pop(rec.ordinal, None)

@@ -267,3 +267,36 @@ def test_a_cancelled_tree_looks_for_agents_below_released_ones_once_at_its_top(
     assert scans == [other]
     grandchildren = [f"{other}.{i}.1" for i in range(1, 11)]
     assert {world.status(a).kind for a in grandchildren} == {StatusKind.CANCELLED}
+
+
+def _sleeps_with_a_child(turn):
+    yield Spawn(_long_sleeper, "c")
+    yield Sleep(100)
+
+
+def test_no_agent_is_taken_for_a_descendant_by_its_id_alone(make_world):
+    # Ancestry below a released agent was read off ids: a host's top-level "team.helper"
+    # was paused and cancelled with "team", and after "w" was released and its id taken
+    # again, the new "w"'s pause and cancel reached the old one's grandchild.
+    world = make_world()
+    agent, _leaf = _line_through_a_released_agent(world)  # an agent released with a child
+    world.spawn(_sleeps_with_a_child, "lead", agent_id="team")
+    helper = world.spawn(_long_sleeper, "help", agent_id="team.helper")
+    world.spawn(_leaves_a_grandchild, "x", agent_id="w")  # w -> w.1 (ends) -> w.1.1 (runs)
+    for _ in range(4):
+        world.tick()
+    assert world.status("w").kind is StatusKind.COMPLETE
+    world.forget("w.1")
+    world.forget("w")
+    world.spawn(_long_sleeper, "new", agent_id="w")  # the id, free again, for a stranger
+    world.tick()
+    for command in (world.pause, world.cancel):
+        command("team")
+        command("w")
+        world.tick()
+        assert world.status(helper).kind is StatusKind.ACTIVE
+        assert world.status("w.1.1").kind is StatusKind.ACTIVE
+    assert world.status("team.1").kind is StatusKind.CANCELLED  # its real child
+    world.cancel(agent)
+    world.tick()
+    assert world.status(_leaf).kind is StatusKind.CANCELLED
