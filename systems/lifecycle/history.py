@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from enum import Enum
@@ -10,7 +11,6 @@ from typing import Any
 from components import Entry, History, ToolResult
 from components._frozen import frozen_builder
 from runtime.lane.values import INT_HIGH, INT_LOW
-from runtime.world.digest import canonical
 from runtime.world.state import JOURNAL_FORMAT, AgentRecord, PendingBatch, WorldState
 
 __all__ = ["add_history", "add_prompt", "as_text", "record_tool_results"]
@@ -23,10 +23,11 @@ def as_text(value: Any, journal_format: int = JOURNAL_FORMAT) -> str:
     `runtime.world.state.JOURNAL_FORMAT`). From format 3: a set as a list of its items
     sorted (numbers and strings by value, anything else by the text it is written as), a
     dataclass as its fields, an enum as its value, another object as its own text (its
-    ``str``) or, when that text holds a memory address, as ``<TypeName>``, and a value
-    the encoder refuses as its canonical JSON; so the same in every process, but for an
-    object whose own text is not. Format 2 wrote Python's ``str`` of each (a set of
-    strings in hash order, an object with its address).
+    ``str``) or, when that text holds a memory address or raises, as ``<TypeName>``; a
+    value the encoder refuses (keys that do not sort, a cycle, an integer past 4,300
+    digits) by the same rules all the way down, keys as their text. So the same in every
+    process, but for an object whose own text is not, and it never raises. Format 2 wrote
+    Python's ``str`` of each (a set of strings in hash order, an object with its address).
     """
     if isinstance(value, str):
         return value
@@ -42,21 +43,28 @@ def as_text(value: Any, journal_format: int = JOURNAL_FORMAT) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
-    steady = journal_format >= 3
+    if journal_format >= 3:
+        try:
+            return _TEXT.encode(value)
+        except Exception:  # what the encoder refuses, or host code raising: never the agent's
+            return _huge_int(value) or _steady_text(value)
     try:
-        return (_TEXT if steady else _TEXT_2).encode(value)
+        return _TEXT_2.encode(value)
     except (TypeError, ValueError, RecursionError):
-        return _unencodable(value, steady)
+        return _unencodable(value)
 
 
-def _unencodable(value: Any, steady: bool) -> str:
-    # Only values that never passed the lane's boundary get here (a spawned agent's
-    # message, a host posting raw outcomes); the text must not raise in turn (str() of a
-    # 5,000-digit int does).
+def _huge_int(value: Any) -> str:
+    # An integer too long for str() (past 4,300 digits), by its size; else "".
+    return f"<int of {value.bit_length()} bits>" if isinstance(value, int) else ""
+
+
+def _unencodable(value: Any) -> str:
+    # Format 2's text of what its encoder refused (a spawned agent's message, a host
+    # posting raw outcomes); the text must not raise in turn (str() of a 5,000-digit int
+    # does).
     if isinstance(value, int):
-        return f"<int of {value.bit_length()} bits>"
-    if steady:
-        return canonical(value)  # never raises
+        return _huge_int(value)
     try:
         return str(value)
     except Exception:
@@ -71,15 +79,71 @@ def _steady_default(value: Any) -> Any:
         if kinds in ({int}, {str}):
             return sorted(value)  # numbers by value, strings by code point
         return sorted(value, key=_TEXT.encode)  # by the text each item is written as
-    fields = getattr(type(value), "__dataclass_fields__", None)
-    if fields is not None:  # its `str` would print a set field in hash order
-        return {name: getattr(value, name) for name in fields}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # Its fields (its `str` would print a set field in hash order); not a ClassVar or
+        # InitVar, and a field never set as None.
+        return {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
         return value.value
-    text = str(value)
-    if " at 0x" in text:  # Python's default text of an object, a function, a generator
-        return f"<{type(value).__qualname__}>"  # without the address, which changes
-    return text
+    return _own_text(value)
+
+
+def _own_text(value: Any) -> str:
+    """An object's own text (its ``str``), or ``<TypeName>`` when that holds a memory
+    address (Python's default text of an object, a function, a generator) or raises."""
+    try:
+        text = str(value)
+    except Exception:
+        return f"<{type(value).__qualname__}>"
+    return f"<{type(value).__qualname__}>" if " at 0x" in text else text
+
+
+_DEPTH = 100  # how deep `_steady_text` goes; deeper is written "<...>"
+
+
+def _steady_text(value: Any) -> str:
+    """Format 3's text of a value its encoder refused (a dict whose keys do not sort, an
+    integer past 4,300 digits, a cycle, nesting past the recursion limit, host code that
+    raises): the value made plain by the same rules, then encoded. Never raises."""
+    try:
+        return _TEXT.encode(_plain(value, 0, set()))
+    except Exception:  # a budget the rules above do not foresee: still never the agent's
+        return f'"<{type(value).__qualname__}>"'
+
+
+def _plain(value: Any, depth: int, path: set[int]) -> Any:
+    # `_steady_default`'s rules, applied all the way down, to JSON's own kinds only.
+    if value is None or isinstance(value, bool | str | float):
+        return value
+    if isinstance(value, Enum):
+        return _plain(value.value, depth, path)
+    if isinstance(value, int):
+        return int(value) if INT_LOW < value < INT_HIGH else _huge_int(value)
+    if depth >= _DEPTH:
+        return "<...>"
+    if id(value) in path:
+        return "<cycle>"
+    path.add(id(value))
+    try:
+        deeper = depth + 1
+        if isinstance(value, dict):
+            return {_key(k, deeper, path): _plain(v, deeper, path) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [_plain(item, deeper, path) for item in value]
+        if isinstance(value, set | frozenset):
+            return sorted((_plain(item, deeper, path) for item in value), key=_TEXT.encode)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {
+                f.name: _plain(getattr(value, f.name, None), deeper, path)
+                for f in dataclasses.fields(value)
+            }
+        return _own_text(value)
+    finally:
+        path.discard(id(value))
+
+
+def _key(key: Any, depth: int, path: set[int]) -> str:
+    return key if isinstance(key, str) else _TEXT.encode(_plain(key, depth, path))
 
 
 # What `json.dumps(value, sort_keys=True, default=...)` uses, made once instead of per call.
