@@ -132,16 +132,28 @@ def _forget_modules_beside(base: Path, before: set[str]) -> None:
     first's module. Everything else stays: installed packages (also those of a ``.venv``
     inside ``base``), packages imported before, and extension modules, which cannot be
     imported twice."""
+    beside: dict[str, list[str]] = {}  # top-level name -> its new modules, if from beside
+    kept: set[str] = set()  # top-level names with a module that must stay
     for name in [n for n in sys.modules if n not in before]:
         top = name.partition(".")[0]
         file = getattr(sys.modules[name], "__file__", None)
         if top in before or file is None:
+            kept.add(top)
             continue
         path = Path(file).resolve()
-        if not path.is_relative_to(base) or path.suffix not in (".py", ".pyc"):
-            continue
-        if path.relative_to(base).parts[0] in (top, f"{top}.py"):
-            del sys.modules[name]
+        if not path.is_relative_to(base) or path.relative_to(base).parts[0] not in (
+            top,
+            f"{top}.py",
+        ):
+            kept.add(top)  # installed (a `.venv`'s too), or not where its name says
+        elif path.suffix not in (".py", ".pyc"):
+            kept.add(top)  # an extension module: its package stays whole with it
+        else:
+            beside.setdefault(top, []).append(name)
+    for top, names in beside.items():
+        if top not in kept:
+            for name in names:
+                del sys.modules[name]
 
 
 def _describe(scenario: Scenario) -> str:

@@ -262,3 +262,32 @@ def test_validate_checks_each_scenario_against_the_modules_beside_it(tmp_path, m
     finally:
         sys.modules.pop("vendored_lib_for_validate", None)
         sys.modules.pop("team", None)
+
+
+def test_validate_keeps_a_package_beside_a_scenario_whole_when_it_holds_an_extension(
+    tmp_path,
+):
+    # The package was dropped and its extension module kept: imported again, the package
+    # never bound the extension as its attribute, and the next scenario failed to import.
+    import types
+
+    from runtime.cli.check import _forget_modules_beside
+
+    before = set(sys.modules)
+    made = {
+        "fastpkg": tmp_path / "fastpkg" / "__init__.py",
+        "fastpkg._speed": tmp_path / "fastpkg" / "_speed.cpython-311-x86_64-linux-gnu.so",
+        "plainpkg": tmp_path / "plainpkg" / "__init__.py",
+        "plainpkg.util": tmp_path / "plainpkg" / "util.py",
+    }
+    try:
+        for name, file in made.items():
+            module = types.ModuleType(name)
+            module.__file__ = str(file)
+            sys.modules[name] = module
+        _forget_modules_beside(tmp_path, before)
+        assert "fastpkg" in sys.modules and "fastpkg._speed" in sys.modules
+        assert "plainpkg" not in sys.modules and "plainpkg.util" not in sys.modules
+    finally:
+        for name in made:
+            sys.modules.pop(name, None)
