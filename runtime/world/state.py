@@ -514,6 +514,9 @@ class WorldState:
         # released; an ordinal never is.
         self.released_up: dict[int, tuple[int, str | None] | None] = {}
         self.orphan_up: dict[int, tuple[int, str | None]] = {}
+        # How many of those links point at each agent (held or released) by ordinal: a
+        # released one's entry goes with the last (`note_release`).
+        self.below: dict[int, int] = {}
         # Actions the step itself takes (a format-2 resource's): type -> fn(state, rec,
         # action), run where the behaviour yielded it, before any later agent steps.
         self.step_actions: dict[type, Callable[[WorldState, AgentRecord, Any], None]] = {}
@@ -598,18 +601,39 @@ class WorldState:
         return None if rec is None else (rec.ordinal, rec.agent.parent)
 
     def note_release(self, rec: AgentRecord) -> None:
-        """``rec`` is about to be released: keep the parent links ids will no longer give
-        (its own, and its held children's, when it has children)."""
+        """``rec`` is about to be released: keep the parent links ids will no longer give,
+        its held children's and its own, for as long as an agent held is below it; drop
+        those nothing held is below any more (so they do not pile up over a long run)."""
+        below = self.below
         orphan = self.orphan_up.pop(rec.ordinal, None)
-        if not rec.children:
-            return
-        up = orphan if orphan is not None else self.parent_link(rec.ordinal, rec.agent.parent)
-        self.released_up[rec.ordinal] = up
         link = (rec.ordinal, rec.agent.parent)
-        for child_id in rec.children:
+        for child_id in rec.children or ():
             child = self.records.get(child_id)
             if child is not None and self.parent_link(child.ordinal, child.agent.parent) == link:
                 self.orphan_up[child.ordinal] = link
+                below[rec.ordinal] = below.get(rec.ordinal, 0) + 1
+        if rec.ordinal in below:  # held children, or released ones with agents held below
+            up = orphan if orphan is not None else self.parent_link(rec.ordinal, rec.agent.parent)
+            self.released_up[rec.ordinal] = up
+            if up is not None:
+                below[up[0]] = below.get(up[0], 0) + 1
+        if orphan is not None:
+            self._unlink(orphan[0])  # its link as a held orphan goes
+
+    def _unlink(self, ordinal: int) -> None:
+        # One link fewer points at ``ordinal`` (held or released): with none left, nothing
+        # held is below it through a release, and a released one's own link goes too.
+        below = self.below
+        while True:
+            count = below[ordinal] - 1
+            if count:
+                below[ordinal] = count
+                return
+            del below[ordinal]
+            up = self.released_up.pop(ordinal, None)
+            if up is None:
+                return
+            ordinal = up[0]
 
     def cut_off(self, rec: AgentRecord) -> list[AgentRecord]:
         """The descendants of ``rec`` that no walk of ``children`` from it reaches: those

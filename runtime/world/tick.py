@@ -513,7 +513,7 @@ class TickMachine:
     def _release(self, rec: AgentRecord) -> None:
         """Drop a finished agent entirely: entity, record, digest share, id (tick lock held)."""
         state = self._state
-        if rec.children or state.orphan_up:
+        if state.journal_format >= 3 and (rec.children or state.orphan_up):
             state.note_release(rec)  # walks of `children` may miss agents below it
         with self._ids_lock:
             del state.records[rec.id]

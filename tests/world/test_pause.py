@@ -300,3 +300,23 @@ def test_no_agent_is_taken_for_a_descendant_by_its_id_alone(make_world):
     world.cancel(agent)
     world.tick()
     assert world.status(_leaf).kind is StatusKind.CANCELLED
+
+
+def test_the_links_kept_for_released_agents_go_once_nothing_held_is_below_them(make_world):
+    # Every released agent that had had children kept its link for good: with
+    # keep_finished bounding what a long run holds, the links grew with every agent.
+    world = make_world(keep_finished=0)
+    for _ in range(50):
+        world.spawn(_leaves_a_grandchild, "x")  # each: a -> a.1 (ends) -> a.1.1 (sleeps)
+    world.run_until_idle()
+    state = world._state
+    assert not state.records  # every one released, in whatever order
+    assert (state.released_up, state.orphan_up, state.below) == ({}, {}, {})
+    world = make_world()
+    state = world._state
+    agent, leaf = _line_through_a_released_agent(world)  # held below a released agent
+    assert state.released_up and state.orphan_up
+    world.cancel(agent)
+    world.tick()
+    world.forget(leaf)  # cancelled: the last agent held below the released one goes
+    assert (state.released_up, state.orphan_up, state.below) == ({}, {}, {})
