@@ -136,20 +136,23 @@ def _forget_modules_beside(base: Path, before: set[str]) -> None:
     kept: set[str] = set()  # top-level names with a module that must stay
     for name in [n for n in sys.modules if n not in before]:
         top = name.partition(".")[0]
-        file = getattr(sys.modules[name], "__file__", None)
-        if top in before or file is None:
-            kept.add(top)
+        module = sys.modules[name]
+        file = getattr(module, "__file__", None)
+        # Where it comes from: its file, or a namespace package's directories.
+        places = [file] if file is not None else list(getattr(module, "__path__", None) or ())
+        if top in before or not places:
+            kept.add(top)  # imported before, or built in
             continue
-        path = Path(file).resolve()
-        if not path.is_relative_to(base) or path.relative_to(base).parts[0] not in (
-            top,
-            f"{top}.py",
-        ):
-            kept.add(top)  # installed (a `.venv`'s too), or not where its name says
-        elif path.suffix not in (".py", ".pyc"):
-            kept.add(top)  # an extension module: its package stays whole with it
-        else:
-            beside.setdefault(top, []).append(name)
+        for place in places:
+            path = Path(place).resolve()
+            if not path.is_relative_to(base) or path.relative_to(base).parts[0] not in (
+                top,
+                f"{top}.py",
+            ):
+                kept.add(top)  # installed (a `.venv`'s too), or not where its name says
+            elif file is not None and path.suffix not in (".py", ".pyc"):
+                kept.add(top)  # an extension module: its package stays whole with it
+        beside.setdefault(top, []).append(name)
     for top, names in beside.items():
         if top not in kept:
             for name in names:

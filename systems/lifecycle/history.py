@@ -127,10 +127,18 @@ def _plain(value: Any, depth: int, path: set[int]) -> Any:
     try:
         deeper = depth + 1
         if isinstance(value, dict):
-            return {_key(k, deeper, path): _plain(v, deeper, path) for k, v in value.items()}
+            pairs = [(_key(k, deeper, path), _plain(v, deeper, path)) for k, v in value.items()]
+            if len({key for key, _ in pairs}) == len(pairs):
+                return dict(pairs)
+            # Keys whose texts meet (1 and "1"): every entry kept, as [key, value] pairs,
+            # in the order of their text (the dict's own order may be a set's).
+            return sorted(([key, item] for key, item in pairs), key=_TEXT.encode)
         if isinstance(value, list | tuple):
             return [_plain(item, deeper, path) for item in value]
         if isinstance(value, set | frozenset):
+            kinds = {type(item) for item in value}
+            if kinds in ({int}, {str}):  # by value, as `_steady_default` sorts them
+                return [_plain(item, deeper, path) for item in sorted(value)]
             return sorted((_plain(item, deeper, path) for item in value), key=_TEXT.encode)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             return {

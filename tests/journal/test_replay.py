@@ -257,6 +257,9 @@ def _spawns_a_set(turn):
     # same rules another way (frozensets inside sorted too).
     refused = {1: 0, "a": {frozenset({"x", "y"}), frozenset({"x", "z"}), frozenset({"y", "z"})}}
     yield Spawn(_echo, refused)
+    # Keys whose texts meet, in a set's order: every entry kept, in the order of its text.
+    meeting = {key: type(key).__name__ for key in set((1, "1", None, "null"))}
+    yield Spawn(_echo, {"s": {10, 2}, "m": meeting})
     child = yield Spawn(_echo, message)
     yield Join(child)
     return "spawned"
@@ -285,8 +288,13 @@ def test_a_message_json_cannot_hold_is_written_the_same_in_every_process(tmp_pat
     assert last["a1"]["result"] == "spawned"
     with resume(path) as world:
         [refused] = world.history("a1.1")
-        [entry] = world.history("a1.2")
+        [meeting] = world.history("a1.2")
+        [entry] = world.history("a1.3")
     assert json.loads(refused.content) == {"1": 0, "a": [["x", "y"], ["x", "z"], ["y", "z"]]}
+    assert json.loads(meeting.content) == {
+        "m": [["1", "int"], ["1", "str"], ["null", "NoneType"], ["null", "str"]],
+        "s": [2, 10],
+    }
     assert json.loads(entry.content) == {
         "handle": "<_Opaque>",
         "labels": {"mood": "active", "names": ["w", "x", "y", "z"]},

@@ -291,3 +291,24 @@ def test_validate_keeps_a_package_beside_a_scenario_whole_when_it_holds_an_exten
     finally:
         for name in made:
             sys.modules.pop(name, None)
+
+
+def test_validate_checks_each_scenario_against_its_own_namespace_package(tmp_path):
+    # A namespace package (a directory without __init__.py) has no file: it was kept, and
+    # the second scenario's `team.agents:helper` looked up in the first one's module.
+    for name, function in (("one", "worker"), ("two", "helper")):
+        package = tmp_path / name / "team"
+        package.mkdir(parents=True)
+        (package / "agents.py").write_text(f"def {function}(turn):\n    return 'done'\n")
+        (tmp_path / name / "s.toml").write_text(
+            f'[[agents]]\nbehavior = "team.agents:{function}"\n'
+        )
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            status = main(["validate", str(tmp_path / "one/s.toml"), str(tmp_path / "two/s.toml")])
+        assert status == 0, err.getvalue()
+        assert out.getvalue().count(": ok (") == 2
+    finally:
+        sys.modules.pop("team.agents", None)
+        sys.modules.pop("team", None)
