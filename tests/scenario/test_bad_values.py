@@ -252,16 +252,21 @@ def test_validate_checks_each_scenario_against_the_modules_beside_it(tmp_path, m
         (folder / "team.py").parent.mkdir(exist_ok=True)
         (folder / "team.py").write_text(f"{uses}def {function}(turn):\n    return 'done'\n")
         (folder / "s.toml").write_text(f'[[agents]]\nbehavior = "team:{function}"\n')
-    out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-            status = main(["validate", str(tmp_path / "one/s.toml"), str(tmp_path / "two/s.toml")])
-        assert status == 0, err.getvalue()
-        assert out.getvalue().count(": ok (") == 2
+        _validate_both(tmp_path)
         assert "vendored_lib_for_validate" in sys.modules and "team" not in sys.modules
     finally:
         sys.modules.pop("vendored_lib_for_validate", None)
         sys.modules.pop("team", None)
+
+
+def _validate_both(tmp_path: Path) -> None:
+    """``tickwork validate one/s.toml two/s.toml`` in this process: both ok, exit 0."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        status = main(["validate", str(tmp_path / "one/s.toml"), str(tmp_path / "two/s.toml")])
+    assert status == 0, err.getvalue()
+    assert out.getvalue().count(": ok (") == 2
 
 
 def test_validate_keeps_a_package_beside_a_scenario_whole_when_it_holds_an_extension(
@@ -303,12 +308,8 @@ def test_validate_checks_each_scenario_against_its_own_namespace_package(tmp_pat
         (tmp_path / name / "s.toml").write_text(
             f'[[agents]]\nbehavior = "team.agents:{function}"\n'
         )
-    out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-            status = main(["validate", str(tmp_path / "one/s.toml"), str(tmp_path / "two/s.toml")])
-        assert status == 0, err.getvalue()
-        assert out.getvalue().count(": ok (") == 2
+        _validate_both(tmp_path)
     finally:
         sys.modules.pop("team.agents", None)
         sys.modules.pop("team", None)
