@@ -111,7 +111,7 @@ def open_events(
                 if response.status_code >= 400:
                     text = _error_body(response, client.timeout.read)
                     raise _status_error(provider, response, text, secrets)
-                source = EventSource(response)
+                source = EventSource(_BomDropped(response))  # type: ignore[arg-type]
                 yield ((sse.event or "message", sse.data) for sse in source.iter_sse())
             finally:
                 # Before the response lets its connection go: a stop after this (the
@@ -135,6 +135,27 @@ def open_events(
         closer.disarm()
     if stopped():
         raise Cancelled(cancel.reason or "interrupted by user")
+
+
+class _BomDropped:
+    """A response as `httpx_sse.EventSource` reads it (its headers, its text), less a
+    byte-order mark at the very start: the SSE spec decodes a stream as UTF-8, which drops
+    it, where httpx-sse 0.4 keeps it and the first line's field then reads ``\ufeffdata``,
+    matching nothing, so the stream's first event was lost."""
+
+    __slots__ = ("_response", "headers")
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.headers = response.headers
+
+    def iter_text(self) -> Iterator[str]:
+        texts = self._response.iter_text()
+        for text in texts:
+            if text:  # the first character of the stream, wherever its chunk ends
+                yield text[1:] if text[0] == "\ufeff" else text
+                break
+        yield from texts
 
 
 class _Closer:

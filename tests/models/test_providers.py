@@ -884,6 +884,24 @@ def test_sse_events_without_data_are_not_handed_to_the_reader(openai_server):
     assert model.complete(ModelRequest("a1", "hi"), CancelToken()).text == "Hello world"
 
 
+@pytest.mark.parametrize("alone", [False, True], ids=["with-the-first-event", "a-chunk-alone"])
+def test_a_leading_byte_order_mark_does_not_cost_the_first_event(openai_server, alone):
+    # The SSE spec decodes a stream as UTF-8, which drops a leading BOM; httpx-sse 0.4 kept
+    # it, the first line's field read "\ufeffdata", and the first event was lost.
+    _role, first, *rest = openai_text("Hello", " world")  # the first event holds "Hello"
+    frames = ("\ufeff", first, *rest) if alone else ("\ufeff" + first, *rest)
+    openai_server.script(frames)
+    model = OpenAIChat("m", base_url=openai_server.url, api_key=KEY)
+    assert model.complete(ModelRequest("a1", "hi"), CancelToken()).text == "Hello world"
+
+
+def test_a_byte_order_mark_past_the_start_is_data(anthropic_server):
+    # Only the stream's first character is dropped: a BOM inside an event's data is text.
+    anthropic_server.script(anthropic_text("\ufeffHello", " world"))
+    model = AnthropicMessages("m", base_url=anthropic_server.url, api_key=KEY)
+    assert model.complete(ModelRequest("a1", "hi"), CancelToken()).text == "\ufeffHello world"
+
+
 def test_a_body_its_encoding_does_not_fit_and_an_overflowing_retry_date_are_provider_errors(
     openai_server, virtual_sleep
 ):
