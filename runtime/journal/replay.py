@@ -401,7 +401,11 @@ def _explain(
             have = world._host.entity_fields(int(agent_id.removeprefix("entity ")))
         elif have is None:
             rec = world._state.records.get(agent_id)
-            have = json.loads(agent_text(rec)) if rec is not None else None
+            have = (
+                json.loads(agent_text(rec, world._state.journal_format))
+                if rec is not None
+                else None
+            )
         if want is None or have is None:
             found[agent_id] = [
                 "exists in the replay only" if want is None else "missing from the replay"

@@ -19,7 +19,7 @@ from typing import Any
 from components import Entry
 from runtime.lane.values import INT_HIGH, INT_LOW
 from runtime.world.host_data import flatten
-from runtime.world.state import AgentRecord
+from runtime.world.state import JOURNAL_FORMAT, AgentRecord
 
 __all__ = [
     "agent_digest",
@@ -248,11 +248,12 @@ def history_hash(rec: AgentRecord) -> bytes:
     return rec.hist_hash
 
 
-def agent_fields(rec: AgentRecord) -> dict[str, Any]:
+def agent_fields(rec: AgentRecord, journal_format: int = JOURNAL_FORMAT) -> dict[str, Any]:
     """The agent's state that a digest covers, as canonical JSON values, field by field.
 
-    An agent with host components has their fields too (``"Position.x": 3``); one without
-    has exactly the fields it always had, so older journals still replay.
+    An agent with host components has their fields too (``"Position.x": 3``, named by the
+    rules of ``journal_format``: `flatten`); one without has exactly the fields it always
+    had, so older journals still replay.
     """
     status, turn = rec.status, rec.turn
     # In the order `canonical` sorts them (its sort then only confirms the order), and enum
@@ -280,12 +281,12 @@ def agent_fields(rec: AgentRecord) -> dict[str, Any]:
         "status": status.kind._value_,
     }
     if rec.components is not None:  # host components, as "Position.x" fields
-        fields.update(flatten(rec.components))
+        fields.update(flatten(rec.components, journal_format))
     return fields
 
 
-def agent_text(rec: AgentRecord) -> str:
-    """``canonical(agent_fields(rec))``, written straight from the record.
+def agent_text(rec: AgentRecord, journal_format: int = JOURNAL_FORMAT) -> str:
+    """``canonical(agent_fields(rec, journal_format))``, written straight from the record.
 
     What a digest hashes and a journal stores of a changed agent, on every tick it changes.
     The encoder took 4 us over the 19 fields (and their dict 3.5 more); written here, the
@@ -298,7 +299,7 @@ def agent_text(rec: AgentRecord) -> str:
     their fields sort among these.
     """
     if rec.components is not None:
-        return canonical(agent_fields(rec))
+        return canonical(agent_fields(rec, journal_format))
     try:
         return _agent_text(rec)
     except Exception:  # what `canonical` falls back on, for the agent as a whole

@@ -301,7 +301,7 @@ class HostECS:
             if comps is None:
                 new, text = 0, canonical({"entity": entity, "deleted": True})
             else:
-                text = canonical({"entity": entity, **flatten(comps)})
+                text = canonical({"entity": entity, **flatten(comps, self.state.journal_format)})
                 new = self.digests[entity] = text_digest(text)
             if new == old:
                 continue  # looked at again (seen by host code), but unchanged
@@ -317,14 +317,22 @@ class HostECS:
         for entity in sorted(self.dirty):
             old = self.digests.get(entity, 0)
             comps = self.entities.get(entity)
-            new = 0 if comps is None else agent_digest({"entity": entity, **flatten(comps)})
+            new = (
+                0
+                if comps is None
+                else agent_digest({"entity": entity, **flatten(comps, self.state.journal_format)})
+            )
             total = combine(total, old, new)
         return total
 
     def entity_fields(self, entity: int) -> dict[str, Any] | None:
         """A host entity's digest fields now (None if it does not exist)."""
         comps = self.entities.get(entity)
-        return None if comps is None else {"entity": entity, **flatten(comps)}
+        return (
+            None
+            if comps is None
+            else {"entity": entity, **flatten(comps, self.state.journal_format)}
+        )
 
     def query_copies(self, types: tuple[type, ...]) -> list[tuple[int, tuple[Any, ...]]]:
         """Entities with host components having every type of ``types``, by id, as copies."""

@@ -131,13 +131,23 @@ def _fallback(value: Any) -> Any:
 _PLAIN = json.JSONEncoder(sort_keys=True, default=_fallback)
 
 
-def flatten(comps: dict[type, Any]) -> dict[str, Any]:
-    """The host components of one entity as digest fields: ``{"Position.x": 3, ...}``."""
+def flatten(comps: dict[type, Any], journal_format: int) -> dict[str, Any]:
+    """The host components of one entity as digest fields: ``{"Position.x": 3, ...}``.
+
+    A type is named by its ``__qualname__``. From journal format 4, types of the entity
+    that share one (``game.Position`` and ``physics.Position``) are named in full,
+    ``module:qualname`` (``"game:Position.x"``), each of them: format 3 and older gave
+    both the short name, the later type's fields overwrote the earlier's, and a change to
+    the earlier went into no digest.
+    """
     out: dict[str, Any] = {}
-    for cls, comp in comps.items():
-        if is_builtin(cls):
-            continue
-        prefix = cls.__qualname__
+    host = [cls for cls in comps if not is_builtin(cls)]
+    prefixes = [cls.__qualname__ for cls in host]
+    if journal_format >= 4 and len(set(prefixes)) < len(prefixes):
+        shared = {prefix for prefix in prefixes if prefixes.count(prefix) > 1}
+        prefixes = [type_name(c) if p in shared else p for c, p in zip(host, prefixes, strict=True)]
+    for cls, prefix in zip(host, prefixes, strict=True):
+        comp = comps[cls]
         for name in field_names(cls):
             out[f"{prefix}.{name}"] = _plain(getattr(comp, name))
     return out

@@ -46,11 +46,16 @@ __all__ = [
     "WorldState",
 ]
 
-JOURNAL_FORMAT = 3
+JOURNAL_FORMAT = 4
 """The journal format whose rules a new world's ticks follow (`runtime.journal` writes it
 in every journal's header). A replay or a resume follows its journal's format
 (``WorldState.journal_format``), so journals of every format replay as recorded.
 
+- Format 4: an entity's host component types that share a ``__qualname__`` (two modules'
+  ``Position``) are named in full in its digest fields, ``module:qualname``
+  (`runtime.world.host_data.flatten`); format 3 named both by the short name, so one's
+  fields overwrote the other's and a change to the overwritten one went into no digest.
+  Entities without such a pair have the same fields in both formats.
 - Format 3: cancelling an agent also cancels the live descendants of its finished
   children (format 2 stopped at a finished child), and pause, resume and cancel reach the
   descendants below an agent released since (`WorldState.cut_off`); resuming a finished

@@ -540,7 +540,7 @@ class TickMachine:
         total = self._digest_total
         for ordinal in sorted(state.dirty):
             rec = state.dirty[ordinal]
-            text = agent_text(rec)
+            text = agent_text(rec, state.journal_format)
             new = text_digest(text)
             if new == rec.digest:
                 continue  # looked at again, unchanged: nothing to fold or journal
@@ -574,7 +574,7 @@ class TickMachine:
         total = self._digest_total
         for ordinal in sorted(state.dirty):
             rec = state.dirty[ordinal]
-            total = combine(total, rec.digest, text_digest(agent_text(rec)))
+            total = combine(total, rec.digest, text_digest(agent_text(rec, state.journal_format)))
         return self._host.preview(total) if self._host.dirty else total
 
     def _note_new_agents(self) -> None:

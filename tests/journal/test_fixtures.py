@@ -18,18 +18,22 @@ import pytest
 from runtime import JournalError, ReplayDivergence, StatusKind, World
 from runtime.journal import Journal, JournalReader, replay, resume
 from runtime.journal.store import FORMAT_VERSION
-from tests.journal import fixture_lifecycle, fixture_resources
+from tests.journal import fixture_lifecycle, fixture_resources, fixture_twins
 
 _ALL = sorted((Path(__file__).parent / "fixtures").glob("*.db"))
 RESOURCE_FIXTURES = [path for path in _ALL if "-resources-" in path.name]
 LIFECYCLE_FIXTURES = [path for path in _ALL if "-lifecycle-" in path.name]
-FIXTURES = [path for path in _ALL if path not in RESOURCE_FIXTURES + LIFECYCLE_FIXTURES]
+TWINS_FIXTURES = [path for path in _ALL if "-twins-" in path.name]
+FIXTURES = [
+    path for path in _ALL if path not in RESOURCE_FIXTURES + LIFECYCLE_FIXTURES + TWINS_FIXTURES
+]
 
 
 def test_there_are_fixtures():
     assert FIXTURES, "tests/journal/fixtures holds no journal"
     assert RESOURCE_FIXTURES, "tests/journal/fixtures holds no journal of resource visits"
     assert LIFECYCLE_FIXTURES, "tests/journal/fixtures holds no journal of agent trees"
+    assert TWINS_FIXTURES, "tests/journal/fixtures holds no journal of same-named components"
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
@@ -89,7 +93,7 @@ def test_a_journal_written_now_is_of_the_newest_format(tmp_path):
     with World(journal=Journal.create(path)) as world:
         world.tick()
     with JournalReader(path) as reader:
-        assert reader.format == FORMAT_VERSION == 3
+        assert reader.format == FORMAT_VERSION == 4
 
 
 @pytest.mark.parametrize("fixture", LIFECYCLE_FIXTURES, ids=lambda p: p.name)
@@ -127,7 +131,7 @@ def test_the_agent_tree_run_recorded_now_follows_format_3(tmp_path):
     path = tmp_path / "now.db"
     ticks, _digest = fixture_lifecycle.record(str(path))
     with JournalReader(path) as reader:
-        assert reader.format == 3
+        assert reader.format == FORMAT_VERSION >= 3
     assert replay(path).ticks == ticks
     with resume(path) as world:
         leaf = world.status("a1.1.1")
@@ -238,3 +242,48 @@ def test_a_divergence_explained_from_damaged_agent_states_names_the_row(tmp_path
         JournalError, match=rf"^tick {tick}: the recorded state of agent '{agent}' is damaged"
     ):
         replay(path)
+
+
+@pytest.mark.parametrize("fixture", TWINS_FIXTURES, ids=lambda p: p.name)
+def test_same_named_component_types_recorded_in_format_3_replay_by_its_rules(fixture, tmp_path):
+    # Format 4 names an entity's two `Position` types apart in its digest fields; a
+    # format-3 journal, whose digests merged them, replays by its own rules, and so does a
+    # fork of it.
+    path = tmp_path / fixture.name
+    shutil.copyfile(fixture, path)
+    with JournalReader(path) as reader:
+        assert reader.format == 3
+        recorded = reader.tick_count()
+    report = replay(path, setup=fixture_twins.setup)
+    assert report.ticks == report.recorded_ticks == recorded == 5
+    fork = tmp_path / "fork.db"
+    with resume(path, setup=fixture_twins.setup, at_tick=3, journal=Journal.create(fork)) as world:
+        for _ in range(3):
+            world.tick()
+        fields = world._host.entity_fields(world.query(fixture_twins.Position)[0][0])
+        assert fields is not None and "Position.x" in fields
+    with JournalReader(fork) as reader:
+        assert reader.format == 3
+    assert replay(fork, setup=fixture_twins.setup).ticks == 6
+
+
+def test_the_same_named_components_run_recorded_now_follows_format_4(tmp_path):
+    path = tmp_path / "now.db"
+    ticks, _digest = fixture_twins.record(str(path))
+    with JournalReader(path) as reader:
+        assert reader.format == FORMAT_VERSION >= 4
+    assert replay(path, setup=fixture_twins.setup).ticks == ticks
+    with resume(path, setup=fixture_twins.setup) as world:
+        (twins, _), (alone, _) = world.query(fixture_twins.Position)
+        assert world._host.entity_fields(twins) == {
+            "entity": twins,
+            "tests.journal.fixture_twins:Position.x": 5,
+            "tests.journal.fixture_twins:Position.y": 0,
+            "tests.journal.twin_position:Position.x": 10,
+            "tests.journal.twin_position:Position.y": 15,
+        }
+        assert world._host.entity_fields(alone) == {
+            "entity": alone,
+            "Position.x": 5,  # not one of a pair: `drift` leaves it
+            "Position.y": 5,
+        }

@@ -27,6 +27,7 @@ from runtime import (
 )
 from runtime.world.host import HOST_IDS_START
 from tests.conftest import wait_for
+from tests.journal import fixture_twins, twin_position
 
 
 @dataclass(slots=True)
@@ -240,6 +241,52 @@ def test_an_in_place_change_to_a_queried_component_is_in_the_digest_without_set(
     assert reports[2].digest != reports[1].digest
     assert reports[3].digest == reports[2].digest
     assert world.query(Position)[0][1] == (Position(1, 0),)
+
+
+@pytest.mark.parametrize("journal_format", [3, 4])
+@pytest.mark.parametrize("moved", ["first", "second"])
+def test_a_change_to_either_of_two_same_named_component_types_is_in_the_digest(
+    make_world, journal_format, moved
+):
+    # Two `Position` types (two modules) on one entity, the first added first: format 3
+    # named both `Position.x`, and the second's fields overwrote the first's, so a change
+    # to the first went into no digest; format 4 names the pair in full.
+    world = make_world()
+    world._state.journal_format = journal_format
+    entity = world.add_entity(fixture_twins.Position(0, 0), twin_position.Position(0, 0))
+    world.tick()
+
+    def move(ctx: SystemContext) -> None:
+        kind = fixture_twins.Position if moved == "first" else twin_position.Position
+        pos = ctx.get(entity, kind)
+        pos.x += 1
+        ctx.set(entity, pos)
+
+    before = world.digest()
+    world.add_system(move)
+    world.tick()
+    seen = world.digest() != before
+    assert seen is (journal_format >= 4 or moved == "second")
+
+
+def test_a_replay_names_the_field_of_one_of_two_same_named_component_types(tmp_path):
+    path = tmp_path / "run.db"
+    fixture_twins.record(str(path))
+
+    def pushes_the_first_further(ctx: SystemContext) -> None:
+        for entity, (here, there) in ctx.query(fixture_twins.Position, twin_position.Position):
+            here.x += 2
+            there.y += 1
+            ctx.set(entity, here)
+            ctx.set(entity, there)
+
+    def changed_setup(world: World) -> None:
+        world.add_system(pushes_the_first_further)
+
+    with pytest.raises(ReplayDivergence) as caught:
+        replay(path, setup=changed_setup)
+    assert caught.value.tick == 1
+    assert "tests.journal.fixture_twins:Position.x: expected 1, got 2" in str(caught.value)
 
 
 def setup_village(world: World) -> None:
