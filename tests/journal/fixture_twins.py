@@ -15,6 +15,7 @@ names each of the pair in full (``tests.journal.fixture_twins:Position.x``).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from runtime import Journal, ManualClock, SystemContext, World
@@ -27,18 +28,23 @@ class Position:
     y: int
 
 
-def drift(ctx: SystemContext) -> None:
-    """Move this module's `Position` one step right and the twin one step up, each tick."""
-    for entity, (here, there) in ctx.query(Position, twin_position.Position):
-        here.x += 1
-        there.y += 1
-        ctx.set(entity, here)
-        ctx.set(entity, there)
+def drift_by(dx: int) -> Callable[[SystemContext], None]:
+    """A system moving this module's `Position` ``dx`` right and the twin one step up, each
+    tick (the run's moves by 1)."""
+
+    def drift(ctx: SystemContext) -> None:
+        for entity, (here, there) in ctx.query(Position, twin_position.Position):
+            here.x += dx
+            there.y += 1
+            ctx.set(entity, here)
+            ctx.set(entity, there)
+
+    return drift
 
 
 def setup(world: World) -> None:
     """The run's host system (a replay or resume needs it again)."""
-    world.add_system(drift)
+    world.add_system(drift_by(1))
 
 
 def record(path: str) -> tuple[int, str]:

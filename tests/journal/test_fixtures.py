@@ -29,6 +29,15 @@ FIXTURES = [
 ]
 
 
+def _copied(fixture: Path, tmp_path: Path) -> tuple[Path, int, int]:
+    """``fixture`` copied where nothing else reads it (the fixture stays as it was), with
+    its format and tick count."""
+    path = tmp_path / fixture.name
+    shutil.copyfile(fixture, path)
+    with JournalReader(path) as reader:
+        return path, reader.format, reader.tick_count()
+
+
 def test_there_are_fixtures():
     assert FIXTURES, "tests/journal/fixtures holds no journal"
     assert RESOURCE_FIXTURES, "tests/journal/fixtures holds no journal of resource visits"
@@ -101,11 +110,8 @@ def test_agent_trees_recorded_in_format_2_replay_by_its_rules(fixture, tmp_path)
     # Format 3 cancels through a finished child, resumes a finished parent's subtree and
     # writes a set in history sorted: a format-2 journal replays by the rules it was
     # recorded by, tick for tick (every digest checked), and so does a fork of it.
-    path = tmp_path / fixture.name
-    shutil.copyfile(fixture, path)
-    with JournalReader(path) as reader:
-        assert reader.format == 2
-        recorded = reader.tick_count()
+    path, journal_format, recorded = _copied(fixture, tmp_path)
+    assert journal_format == 2
     report = replay(path)
     assert report.ticks == report.recorded_ticks == recorded > 0
     assert report.agents == 7
@@ -249,11 +255,8 @@ def test_same_named_component_types_recorded_in_format_3_replay_by_its_rules(fix
     # Format 4 names an entity's two `Position` types apart in its digest fields; a
     # format-3 journal, whose digests merged them, replays by its own rules, and so does a
     # fork of it.
-    path = tmp_path / fixture.name
-    shutil.copyfile(fixture, path)
-    with JournalReader(path) as reader:
-        assert reader.format == 3
-        recorded = reader.tick_count()
+    path, journal_format, recorded = _copied(fixture, tmp_path)
+    assert journal_format == 3
     report = replay(path, setup=fixture_twins.setup)
     assert report.ticks == report.recorded_ticks == recorded == 5
     fork = tmp_path / "fork.db"

@@ -273,15 +273,8 @@ def test_a_replay_names_the_field_of_one_of_two_same_named_component_types(tmp_p
     path = tmp_path / "run.db"
     fixture_twins.record(str(path))
 
-    def pushes_the_first_further(ctx: SystemContext) -> None:
-        for entity, (here, there) in ctx.query(fixture_twins.Position, twin_position.Position):
-            here.x += 2
-            there.y += 1
-            ctx.set(entity, here)
-            ctx.set(entity, there)
-
     def changed_setup(world: World) -> None:
-        world.add_system(pushes_the_first_further)
+        world.add_system(fixture_twins.drift_by(2))  # the first type moves further
 
     with pytest.raises(ReplayDivergence) as caught:
         replay(path, setup=changed_setup)
