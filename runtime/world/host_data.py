@@ -141,12 +141,26 @@ def flatten(comps: dict[type, Any], journal_format: int) -> dict[str, Any]:
     the earlier went into no digest.
     """
     out: dict[str, Any] = {}
+    named: list[str] = []
+    for cls, comp in comps.items():
+        if is_builtin(cls):
+            continue
+        prefix = cls.__qualname__
+        if prefix in named and journal_format >= 4:
+            return _named_apart(comps)  # rare: a pair, found at its second type
+        named.append(prefix)
+        for name in field_names(cls):
+            out[f"{prefix}.{name}"] = _plain(getattr(comp, name))
+    return out
+
+
+def _named_apart(comps: dict[type, Any]) -> dict[str, Any]:
+    # `flatten` (format 4) of an entity with types sharing a `__qualname__`: those in full.
     host = [cls for cls in comps if not is_builtin(cls)]
-    prefixes = [cls.__qualname__ for cls in host]
-    if journal_format >= 4 and len(set(prefixes)) < len(prefixes):
-        shared = {prefix for prefix in prefixes if prefixes.count(prefix) > 1}
-        prefixes = [type_name(c) if p in shared else p for c, p in zip(host, prefixes, strict=True)]
-    for cls, prefix in zip(host, prefixes, strict=True):
+    short = [cls.__qualname__ for cls in host]
+    out: dict[str, Any] = {}
+    for cls, qualname in zip(host, short, strict=True):
+        prefix = type_name(cls) if short.count(qualname) > 1 else qualname
         comp = comps[cls]
         for name in field_names(cls):
             out[f"{prefix}.{name}"] = _plain(getattr(comp, name))
