@@ -8,12 +8,13 @@ import esper
 
 from components._members import AWAITING_CHILDREN, ERROR, READY, SLEEPING
 from runtime.errors import JoinCycleError, UnknownAgentError
+from runtime.lane.values import shown
 from runtime.world.actions import Ask, CallTools, Join, Sleep, Spawn, Think
 from runtime.world.state import AgentRecord, Throw, WorldState
 
 from .lifecycle import await_children, create_agent, end_turn, fail, finish, resume_with
 
-__all__ = ["StepBehaviors", "join_cycle", "step_one", "step_ready", "take_action"]
+__all__ = ["StepBehaviors", "fail_step", "join_cycle", "step_one", "step_ready", "take_action"]
 
 _WORK = (Think, CallTools, Ask)
 
@@ -34,6 +35,7 @@ def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
     for the next tick is the new ``state.ready``."""
     ready = state.ready
     state.ready = next_ready = {}
+    action: Any = None  # bound for `fail_step` however early an agent's step fails
     now = state.now
     dirty = state.dirty
     buckets = state.sleep_buckets
@@ -96,7 +98,7 @@ def step_ready(state: WorldState) -> None:  # noqa: PLR0915 - the inner loop
             else:
                 take_action(state, rec, action, next_ready)
         except BaseException as exc:
-            fail(state, rec, exc, "StepBehaviors")
+            fail_step(state, rec, exc, action)
     stepped = len(ready) - skipped  # behaviours advanced (or ended) this tick
     state.stepped += stepped
     state.changed_this_tick += stepped
@@ -112,6 +114,7 @@ def step_one(state: WorldState) -> None:
     ((ordinal, rec),) = ready.items()
     state.dirty[ordinal] = rec
     turn = rec.turn
+    action: Any = None
     try:
         phase = turn.phase
         if phase is not READY and phase is not SLEEPING:
@@ -137,9 +140,36 @@ def step_one(state: WorldState) -> None:
             else:
                 take_action(state, rec, action, next_ready)
     except BaseException as exc:
-        fail(state, rec, exc, "StepBehaviors")
+        fail_step(state, rec, exc, action)
     state.stepped += 1
     state.changed_this_tick += 1
+
+
+def fail_step(state: WorldState, rec: AgentRecord, exc: BaseException, action: Any) -> None:
+    """End ``rec`` in ERROR for what taking its ``action`` raised (not its behaviour's own
+    errors, which `fail` reports as they are). From journal format 4, a ``Sleep`` longer
+    than a float can hold (``Sleep(10**400)``: its deadline overflows) fails it naming the
+    action and the value, as a NaN one does; older formats wrote Python's error,
+    ``StepBehaviors: OverflowError: int too large to convert to float``."""
+    if (
+        exc.__class__ is OverflowError
+        and isinstance(action, Sleep)
+        and state.journal_format >= 4
+        and not _fits_a_float(action.seconds)
+    ):
+        finish(state, rec, ERROR, f"Sleep: `seconds` is too large: {shown(action.seconds)}")
+    else:
+        fail(state, rec, exc, "StepBehaviors")
+
+
+def _fits_a_float(seconds: object) -> bool:
+    try:
+        float(seconds)  # type: ignore[arg-type]
+    except OverflowError:
+        return False
+    except Exception:  # not a number a float is made of: not this error's cause
+        return True
+    return True
 
 
 def take_action(

@@ -55,7 +55,7 @@ from runtime.world.state import WorldState, end_hold
 from runtime.world.tick import ESPER_LOCK
 from runtime.world.timers import HostTimers
 from systems.lifecycle import end_turn, fail, nothing_to_abort
-from systems.step_behaviors import step_ready, take_action
+from systems.step_behaviors import fail_step, step_ready, take_action
 
 __all__ = ["SKIP_SLICE", "WAKE_SLICE", "YIELD_AFTER", "SkipAhead"]
 
@@ -277,6 +277,7 @@ class SkipAhead:
         state = self._state
         clock = self.clock
         assert isinstance(clock, ManualClock)  # whose lock `_skip_ahead` holds
+        action: Any = None  # bound for `fail_step` however early a step fails
         heap, buckets = state.sleepers, state.sleep_buckets
         pop, push, pushpop = heapq.heappop, heapq.heappush, heapq.heappushpop
         held, dirty, next_ready = state.held, state.dirty, state.ready
@@ -431,7 +432,7 @@ class SkipAhead:
                                     if _take_other(state, rec, action, next_ready):
                                         odd = True
                                 except BaseException as exc:
-                                    fail(state, rec, exc, "StepBehaviors")
+                                    fail_step(state, rec, exc, action)
                                     odd = True
                                 seq = state.sleep_seq
                                 calls = True
@@ -574,7 +575,7 @@ class SkipAhead:
                             seq = state.sleep_seq
                     except BaseException as exc:
                         state.sleep_seq = seq
-                        fail(state, rec, exc, "StepBehaviors")
+                        fail_step(state, rec, exc, action)
                         seq = state.sleep_seq
                         odd = calls = True
                 bucket = None

@@ -55,7 +55,10 @@ in every journal's header). A replay or a resume follows its journal's format
   ``Position``) are named in full in its digest fields, ``module:qualname``
   (`runtime.world.host_data.flatten`); format 3 named both by the short name, so one's
   fields overwrote the other's and a change to the overwritten one went into no digest.
-  Entities without such a pair have the same fields in both formats.
+  Entities without such a pair have the same fields in both formats. And a ``Sleep``
+  longer than a float can hold (``Sleep(10**400)``) fails its agent naming the action
+  and the value (`systems.step_behaviors.fail_step`), where format 3 wrote Python's
+  ``StepBehaviors: OverflowError: int too large to convert to float``.
 - Format 3: cancelling an agent also cancels the live descendants of its finished
   children (format 2 stopped at a finished child), and pause, resume and cancel reach the
   descendants below an agent released since (`WorldState.cut_off`); resuming a finished

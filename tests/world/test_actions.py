@@ -5,10 +5,25 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+from fractions import Fraction
 
 import pytest
 
-from runtime import Ask, CallTools, InteractionRequest, Join, Sleep, Spawn, Think, ToolCall
+from runtime import (
+    Ask,
+    CallTools,
+    InteractionRequest,
+    InteractionResponse,
+    Join,
+    ManualClock,
+    MonotonicClock,
+    Sleep,
+    Spawn,
+    StatusKind,
+    Think,
+    ToolCall,
+)
+from runtime.lane.values import shown
 
 
 def _examples() -> list[object]:
@@ -187,6 +202,50 @@ def test_a_behaviour_that_builds_a_bad_sleep_fails_with_that_message(make_world)
     agent = world.spawn(bad)
     world.run_until_idle(max_ticks=5)
     assert world.status(agent).message == "TypeError: Sleep takes a number of seconds, got '5'"
+
+
+_TOO_LONG = {"int": 10**400, "fraction": Fraction(10**400, 3)}
+
+
+@pytest.mark.parametrize("kind", list(_TOO_LONG))
+@pytest.mark.parametrize("journal_format", [3, 4])
+@pytest.mark.parametrize(
+    "when", ["first-step", "after-a-sleep", "after-a-sleep-of-two", "after-an-answer"]
+)
+def test_a_sleep_too_long_for_a_float_fails_its_agent_naming_it(
+    make_world, kind, journal_format, when
+) -> None:
+    # Its deadline overflows: format 3 failed the agent with Python's words alone
+    # ("StepBehaviors: OverflowError: int too large to convert to float"), whichever loop
+    # stepped it (the step, the run of wake-ups' two loops, the settlement's tick); format
+    # 4 names the action and the value.
+    # The settlement's tick is a real-time world's (lockstep ticks every tick whole).
+    clock = MonotonicClock() if when == "after-an-answer" else ManualClock()
+    world = make_world(clock=clock, interaction_timeout_secs=0)
+    world._state.journal_format = journal_format
+    seconds = _TOO_LONG[kind]
+
+    def sleeper(turn):
+        if when.startswith("after-a-sleep"):
+            yield Sleep(1)
+        elif when == "after-an-answer":
+            yield Ask(InteractionRequest.free_text("", "go on?"))
+        yield Sleep(seconds)
+
+    agent = world.spawn(sleeper)
+    if when == "after-a-sleep-of-two":  # a deadline of two sleepers: the run's other loop
+        world.spawn(sleeper)
+    world.run_until_idle(max_ticks=20)
+    if when == "after-an-answer":
+        [(_agent, request)] = world.hub.pending()
+        world.hub.answer(InteractionResponse.text(request.id, "yes"))
+        world.tick()  # the settlement's tick
+    status = world.status(agent)
+    assert status.kind is StatusKind.ERROR
+    if journal_format >= 4:
+        assert status.message == f"Sleep: `seconds` is too large: {shown(seconds)}"
+    else:
+        assert status.message.startswith("StepBehaviors: OverflowError: ")
 
 
 def test_a_behaviour_can_catch_a_bad_join_where_it_made_it(make_world) -> None:
