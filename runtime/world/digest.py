@@ -19,7 +19,7 @@ from typing import Any
 from components import Entry
 from runtime.lane.values import INT_HIGH, INT_LOW
 from runtime.world.host_data import flatten
-from runtime.world.state import JOURNAL_FORMAT, AgentRecord
+from runtime.world.state import AgentRecord
 
 __all__ = [
     "agent_digest",
@@ -248,7 +248,7 @@ def history_hash(rec: AgentRecord) -> bytes:
     return rec.hist_hash
 
 
-def agent_fields(rec: AgentRecord, journal_format: int = JOURNAL_FORMAT) -> dict[str, Any]:
+def agent_fields(rec: AgentRecord, journal_format: int) -> dict[str, Any]:
     """The agent's state that a digest covers, as canonical JSON values, field by field.
 
     An agent with host components has their fields too (``"Position.x": 3``, named by the
@@ -285,7 +285,7 @@ def agent_fields(rec: AgentRecord, journal_format: int = JOURNAL_FORMAT) -> dict
     return fields
 
 
-def agent_text(rec: AgentRecord, journal_format: int = JOURNAL_FORMAT) -> str:
+def agent_text(rec: AgentRecord, journal_format: int) -> str:
     """``canonical(agent_fields(rec, journal_format))``, written straight from the record.
 
     What a digest hashes and a journal stores of a changed agent, on every tick it changes.
@@ -303,7 +303,7 @@ def agent_text(rec: AgentRecord, journal_format: int = JOURNAL_FORMAT) -> str:
     try:
         return _agent_text(rec)
     except Exception:  # what `canonical` falls back on, for the agent as a whole
-        return canonical(agent_fields(rec))
+        return canonical(agent_fields(rec, journal_format))
 
 
 def _agent_text(rec: AgentRecord) -> str:

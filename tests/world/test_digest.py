@@ -31,6 +31,7 @@ from runtime import (
 from runtime.journal import replay
 from runtime.world import digest
 from runtime.world.digest import canonical
+from runtime.world.state import JOURNAL_FORMAT
 from tests import journal_behaviors as jb
 
 commands = st.sampled_from(
@@ -282,9 +283,10 @@ def test_a_deep_value_digests_the_same_whatever_the_stack_depth_it_is_digested_a
         for depth in (98, 99, 100, 101, 102, 300, 900, 960, 990):
             rec.result = jb.nested(depth)
             texts = {
-                _deeper(frames, lambda: digest.agent_text(rec)) for frames in (0, 150, 600)
+                _deeper(frames, lambda: digest.agent_text(rec, JOURNAL_FORMAT))
+                for frames in (0, 150, 600)
             } | {
-                _deeper(frames, lambda: digest.canonical(digest.agent_fields(rec)))
+                _deeper(frames, lambda: digest.canonical(digest.agent_fields(rec, JOURNAL_FORMAT)))
                 for frames in (0, 150, 600)
             }
             assert len(texts) == 1, depth
@@ -448,7 +450,9 @@ def test_an_agents_text_is_the_canonical_text_of_its_fields(
         rec.mailbox = deque(mailbox) if mailbox else None
         rec.children = children or None
         rec.prompts = {p: InteractionKind.FREE_TEXT for p in prompts} or None
-        assert digest.agent_text(rec) == canonical(digest.agent_fields(rec))
+        assert digest.agent_text(rec, JOURNAL_FORMAT) == canonical(
+            digest.agent_fields(rec, JOURNAL_FORMAT)
+        )
     finally:
         world.close()
 
@@ -488,6 +492,8 @@ def test_an_agent_holding_what_the_encoder_refuses_has_the_text_it_always_had(ma
             rec.result = make()
         else:
             rec.mailbox = deque([make()])
-        assert digest.agent_text(rec) == canonical(digest.agent_fields(rec))
+        assert digest.agent_text(rec, JOURNAL_FORMAT) == canonical(
+            digest.agent_fields(rec, JOURNAL_FORMAT)
+        )
     finally:
         world.close()

@@ -174,7 +174,7 @@ class Run:
             turn = rec.turn
             agents.append(
                 (
-                    agent_fields(rec),
+                    agent_fields(rec, state.journal_format),
                     repr(turn.send_value),
                     _pending(turn.pending),
                     rec.sleep_seq,
