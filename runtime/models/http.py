@@ -8,6 +8,7 @@ wakes a reader blocked in ``recv`` on another thread), and that reader closes th
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import datetime
 import email.utils
@@ -111,7 +112,7 @@ def open_events(
                 if response.status_code >= 400:
                     text = _error_body(response, client.timeout.read)
                     raise _status_error(provider, response, text, secrets)
-                source = EventSource(_BomDropped(response))  # type: ignore[arg-type]
+                source = EventSource(_Utf8Events(response))  # type: ignore[arg-type]
                 yield ((sse.event or "message", sse.data) for sse in source.iter_sse())
             finally:
                 # Before the response lets its connection go: a stop after this (the
@@ -137,11 +138,13 @@ def open_events(
         raise Cancelled(cancel.reason or "interrupted by user")
 
 
-class _BomDropped:
-    """A response as `httpx_sse.EventSource` reads it (its headers, its text), less a
-    byte-order mark at the very start: the SSE spec decodes a stream as UTF-8, which drops
-    it, where httpx-sse 0.4 keeps it and the first line's field then reads ``\ufeffdata``,
-    matching nothing, so the stream's first event was lost."""
+class _Utf8Events:
+    """A response as `httpx_sse.EventSource` reads it (its headers, its text), its text
+    decoded as the SSE spec decodes an event stream: UTF-8 whatever charset the headers
+    name, a byte-order mark at the very start dropped. httpx decodes by the charset (a
+    server's ``charset=iso-8859-1`` turned every accented letter into two) and keeps the
+    mark, where the first line's field then read ``\ufeffdata``, matching nothing: the
+    stream's first event was lost."""
 
     __slots__ = ("_response", "headers")
 
@@ -150,12 +153,16 @@ class _BomDropped:
         self.headers = response.headers
 
     def iter_text(self) -> Iterator[str]:
-        texts = self._response.iter_text()
-        for text in texts:
-            if text:  # the first character of the stream, wherever its chunk ends
-                yield text[1:] if text[0] == "\ufeff" else text
-                break
-        yield from texts
+        # `utf-8-sig` drops the mark at the start only (split over chunks too), as the
+        # spec's UTF-8 decode does; bad bytes become U+FFFD, as httpx's own decoder makes.
+        decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
+        for chunk in self._response.iter_bytes():  # content-encoding already undone
+            text = decoder.decode(chunk)
+            if text:
+                yield text
+        text = decoder.decode(b"", True)
+        if text:
+            yield text
 
 
 class _Closer:

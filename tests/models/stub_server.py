@@ -252,7 +252,7 @@ class StubServer:
             handler.wfile.write(data)
             return
         handler.send_response(200)
-        handler.send_header("content-type", "text/event-stream")
+        handler.send_header("content-type", reply.headers.get("content_type", "text/event-stream"))
         handler.send_header("transfer-encoding", "chunked")
         handler.end_headers()
         sock = handler.connection

@@ -895,6 +895,19 @@ def test_a_leading_byte_order_mark_does_not_cost_the_first_event(openai_server, 
     assert model.complete(ModelRequest("a1", "hi"), CancelToken()).text == "Hello world"
 
 
+def test_an_event_stream_is_utf_8_whatever_charset_its_headers_name(openai_server):
+    # httpx decoded the text by the header's charset: "café" came through as "cafÃ©".
+    frames = [  # the JSON written as servers write it: UTF-8, not \u escapes
+        f.replace("PIECE1", "café").replace("PIECE2", " ☕")
+        for f in openai_text("PIECE1", "PIECE2")
+    ]
+    openai_server.script(
+        Reply(frames=tuple(frames), headers={"content_type": "text/event-stream; charset=latin-1"})
+    )
+    model = OpenAIChat("m", base_url=openai_server.url, api_key=KEY)
+    assert model.complete(ModelRequest("a1", "hi"), CancelToken()).text == "café ☕"
+
+
 def test_a_byte_order_mark_past_the_start_is_data(anthropic_server):
     # Only the stream's first character is dropped: a BOM inside an event's data is text.
     anthropic_server.script(anthropic_text("\ufeffHello", " world"))
