@@ -212,17 +212,24 @@ def _answer_fields(prompt: dict[str, Any], args: argparse.Namespace) -> dict[str
 def cmd_send(args: argparse.Namespace) -> int:
     """``tickwork send``: give an agent its next message (exit 1 if it has ended)."""
     with _client(args) as client:
-        client.request("send", agent=args.agent, text=args.text)
-    print(f"sent to {args.agent}")
+        reply = client.request("send", agent=args.agent, text=args.text)
+    print(f"sent to {args.agent}" if reply.get("applied", True) else _queued("send to", args.agent))
     return 0
 
 
 def cmd_steer(args: argparse.Namespace) -> int:
     """``tickwork interrupt|pause|resume|cancel AGENT``."""
     with _client(args) as client:
-        client.request(args.op, agent=args.agent)
-    print(f"{_STEERING[args.op][1]} {args.agent}")
+        reply = client.request(args.op, agent=args.agent)
+    done = f"{_STEERING[args.op][1]} {args.agent}"
+    print(done if reply.get("applied", True) else _queued(args.op, args.agent))
     return 0
+
+
+def _queued(what: str, agent: str) -> str:
+    # A serve replies once a tick has applied a command, or says it has not within its
+    # `apply_timeout`: the command stays queued for the next tick.
+    return f"{what} {agent}: queued; no tick has applied it yet (is the world running?)"
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

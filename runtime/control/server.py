@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from runtime.control.ops import OPS, Refused, error_reply
+from runtime.control.ops import OPS, Op, Refused, error_reply
 from runtime.control.state_dir import StateDir
 from runtime.control.wire import (
     FULL,
@@ -45,6 +45,7 @@ from runtime.control.wire import (
 from runtime.errors import ControlError, TickworkError, UnknownAgentError, WorldClosedError
 from runtime.journal.codec import encode_input
 from runtime.world import TickReport, World
+from runtime.world.inputs import CancelAgent, InterruptAgent, PauseAgent, ResumeAgent, SendMessage
 
 __all__ = ["MAX_CLIENTS", "MAX_LINE", "ControlServer", "StateDir"]
 
@@ -54,12 +55,40 @@ MAX_CLIENTS = 32
 """Connections served at once; one more evicts the longest-idle one (``busy`` if none is)."""
 IDLE_TIMEOUT = 10.0
 """Seconds a client has to send a whole request line (and to take a reply) before it is dropped."""
+APPLY_TIMEOUT = 5.0
+"""Seconds a command's reply waits for the tick that applies it (see `ControlServer`)."""
+
+# The ops that post a command to the world, and the input each posts.
+_COMMANDS: dict[str, type] = {
+    "send": SendMessage,
+    "pause": PauseAgent,
+    "resume": ResumeAgent,
+    "cancel": CancelAgent,
+    "interrupt": InterruptAgent,
+}
+
+
+class _Posted:
+    """A command a client's reply waits on: its input's type and agent, and whether a
+    tick has applied one such since it was posted."""
+
+    __slots__ = ("agent_id", "applied", "kind")
+
+    def __init__(self, kind: type, agent_id: str) -> None:
+        self.kind = kind
+        self.agent_id = agent_id
+        self.applied = threading.Event()
 
 
 class ControlServer:
     """Serves the control channel of ``world`` from ``state_dir`` until ``close()``.
 
-    ``stats`` adds fields to the ``stats`` reply (a run's latencies, say).
+    ``stats`` adds fields to the ``stats`` reply (a run's latencies, say). A command
+    (``send``, ``pause``, ``resume``, ``cancel``, ``interrupt``) is replied to once the tick
+    that applies it has ended, so the next request sees what it did (a ``resume`` right
+    after a ``pause`` found the agent not paused yet, and was refused); its reply says
+    ``"applied": false`` if no tick applied it within ``apply_timeout`` seconds (a world
+    that is not ticking), the command still queued.
     """
 
     def __init__(
@@ -69,10 +98,14 @@ class ControlServer:
         *,
         stats: Callable[[], dict[str, Any]] | None = None,
         idle_timeout: float = IDLE_TIMEOUT,
+        apply_timeout: float = APPLY_TIMEOUT,
     ) -> None:
         if not idle_timeout > 0:
             raise ValueError(f"`idle_timeout` must be > 0, got {idle_timeout!r}")
+        if not apply_timeout >= 0:
+            raise ValueError(f"`apply_timeout` must be >= 0, got {apply_timeout!r}")
         self.idle_timeout = idle_timeout
+        self.apply_timeout = apply_timeout
         self.world = world
         self.state = state_dir if isinstance(state_dir, StateDir) else StateDir(state_dir)
         self._stats = stats
@@ -86,6 +119,7 @@ class ControlServer:
         self._clients: dict[socket.socket, float | None] = {}
         self._subscribers: set[Subscriber] = set()
         self._replying: set[socket.socket] = set()  # connections taking their reply now
+        self._posted: list[_Posted] = []  # commands whose replies wait for their tick
         self._threads: list[threading.Thread] = []
         self.refused = 0  # requests that got an error reply (for tests and stats)
         self.accepted = 0  # connections accepted
@@ -159,6 +193,9 @@ class ControlServer:
                 if since is not None and conn not in self._replying
             ]
             threads = list(self._threads)
+            posted, self._posted = self._posted, []
+        for command in posted:
+            command.applied.set()  # a reply waiting for its tick goes now (not applied)
         self.world.unobserve(self._on_tick)
         self.world.streams.remove_hook(self._on_delta)
         for sub in subscribers:
@@ -324,7 +361,12 @@ class ControlServer:
             if handler is None:
                 known = ", ".join(sorted(OPS))
                 raise Refused("unknown_op", f"unknown op {op!r} (known: {known})")
-            reply = handler(self.world, request, self._stats)
+            kind = _COMMANDS.get(op)
+            agent = request.get("agent")
+            if kind is None or not isinstance(agent, str):
+                reply = handler(self.world, request, self._stats)
+            else:
+                reply = self._command(handler, request, _Posted(kind, agent))
         except Refused as refused:
             return error_reply(refused.code, refused.message), "keep"
         except UnknownAgentError as exc:
@@ -337,6 +379,25 @@ class ControlServer:
             log.exception("control op %r failed", op)
             return error_reply("internal", f"op {op!r} failed inside the server"), "keep"
         return reply, "subscribe" if op == "subscribe" else "keep"
+
+    def _command(self, handler: Op, request: dict[str, Any], posted: _Posted) -> dict[str, Any]:
+        """Run a command op and reply once a tick has applied what it posted (or once
+        ``apply_timeout`` has passed, ``"applied": false``)."""
+        with self._clients_lock:  # watched before the op posts: its tick may come at once
+            self._posted.append(posted)
+        try:
+            reply = handler(self.world, request, self._stats)
+            deadline = time.monotonic() + self.apply_timeout
+            # In slices: a world closed meanwhile never applies it, and says nothing; a
+            # server closing after `close()` let the waiting replies go does not either.
+            while not posted.applied.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+                if self.world.closed or self._closing.is_set() or time.monotonic() >= deadline:
+                    break
+            reply["applied"] = posted.applied.is_set() and not self._closing.is_set()
+            return reply
+        finally:
+            with self._clients_lock, contextlib.suppress(ValueError):
+                self._posted.remove(posted)
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -359,6 +420,8 @@ class ControlServer:
                 self._subscribers.discard(sub)
 
     def _on_tick(self, report: TickReport, inputs: list[tuple[int, object]]) -> None:
+        if self._posted and inputs:
+            self._note_applied(inputs)
         if not self._subscribers or not inputs or self._closing.is_set():
             return
         events = []
@@ -375,6 +438,14 @@ class ControlServer:
         for sub in subscribers:
             for event, size in events:
                 sub.push(event, size)
+
+    def _note_applied(self, inputs: list[tuple[int, object]]) -> None:
+        # The tick thread, at the end of a tick: the commands it applied let their replies go.
+        with self._clients_lock:
+            for _seq, item in inputs:
+                for posted in self._posted:
+                    if item.__class__ is posted.kind and item.agent_id == posted.agent_id:  # type: ignore[attr-defined]
+                        posted.applied.set()
 
     def _on_delta(self, agent_id: str, delta: str) -> None:
         # A lane thread, as each streamed model delta arrives: never an input, so it has

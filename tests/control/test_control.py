@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -11,7 +12,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -620,7 +621,7 @@ def test_a_request_being_handled_as_the_server_closes_gets_its_reply(state):
 
     world = World(seed=1)
     world.spawn(sleeper, agent_id="sleeper")
-    server = Slow(world, state)
+    server = Slow(world, state, apply_timeout=0)  # nothing ticks the world here
     server.start()
     closer = threading.Thread(target=server.close)
     try:
@@ -634,7 +635,7 @@ def test_a_request_being_handled_as_the_server_closes_gets_its_reply(state):
             closer.start()
             wait_for(server._closing.is_set, what="close() to begin")
             proceed.set()
-            assert read_reply(client) == {"ok": True, "agent": "sleeper"}
+            assert read_reply(client) == {"ok": True, "agent": "sleeper", "applied": False}
         closer.join(10)
         assert not closer.is_alive()
     finally:
@@ -700,3 +701,87 @@ def test_a_format_2_worlds_ended_agent_is_not_resumed_through_the_channel(state)
     finally:
         server.close()
         world.close()
+
+
+def _in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    """Run ``fn`` on a thread of its own; its result (or exception) lands in the list."""
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except Exception as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_a_command_is_answered_once_a_tick_applied_it_so_the_next_one_sees_it(state):
+    # "ok" came as soon as the command was queued: a `resume` sent on its heels found the
+    # agent not paused yet and was refused, leaving it paused (14 of 200 pause/resume
+    # pairs against a running serve). The world here ticks only when the test says.
+    world = World(seed=1)
+    world.spawn(sleeper, agent_id="sleeper")
+    world.tick()
+    server = ControlServer(world, state)
+    try:
+        server.start()
+        with ControlClient(state, timeout=10) as client:
+            for op, after in (("pause", StatusKind.PAUSED), ("resume", StatusKind.ACTIVE)):
+                thread, out = _in_thread(lambda op=op: client.request(op, agent="sleeper"))
+                wait_for(lambda: len(world._inbox) == 1, what=f"the {op} to be queued")
+                assert out == []  # no reply before a tick has applied it
+                world.tick()
+                thread.join(10)
+                assert out == [{"ok": True, "agent": "sleeper", "applied": True}]
+                assert world.status("sleeper").kind is after
+    finally:
+        server.close()
+        world.close()
+
+
+def test_a_command_no_tick_applies_in_time_is_answered_as_queued_and_still_applies(state):
+    world = World(seed=1)
+    world.spawn(sleeper, agent_id="sleeper")
+    world.tick()
+    server = ControlServer(world, state, apply_timeout=0.05)
+    try:
+        server.start()
+        with ControlClient(state, timeout=10) as client:
+            reply = client.request("pause", agent="sleeper")
+        assert reply == {"ok": True, "agent": "sleeper", "applied": False}
+        world.tick()
+        assert world.status("sleeper").kind is StatusKind.PAUSED
+    finally:
+        server.close()
+        world.close()
+
+
+def test_the_cli_says_when_a_command_is_queued_but_not_yet_applied(monkeypatch, capsys):
+    from runtime.cli import control
+
+    class Client:
+        def __init__(self, applied: bool) -> None:
+            self.applied = applied
+
+        def __enter__(self) -> Client:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def request(self, op: str, **fields: object) -> dict[str, object]:
+            return {"ok": True, "agent": fields["agent"], "applied": self.applied}
+
+    for applied in (True, False):
+        monkeypatch.setattr(control, "_client", lambda args, applied=applied: Client(applied))
+        control.cmd_steer(argparse.Namespace(op="pause", agent="a1"))
+        control.cmd_send(argparse.Namespace(agent="a1", text="hi"))
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == ["paused a1", "sent to a1"]
+    assert out[2:] == [
+        "pause a1: queued; no tick has applied it yet (is the world running?)",
+        "send to a1: queued; no tick has applied it yet (is the world running?)",
+    ]
