@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from components import PromptSettled
 from runtime.control.ops import OPS, Op, Refused, error_reply
 from runtime.control.state_dir import StateDir
 from runtime.control.wire import (
@@ -58,37 +59,42 @@ IDLE_TIMEOUT = 10.0
 APPLY_TIMEOUT = 5.0
 """Seconds a command's reply waits for the tick that applies it (see `ControlServer`)."""
 
-# The ops that post a command to the world, and the input each posts.
-_COMMANDS: dict[str, type] = {
-    "send": SendMessage,
-    "pause": PauseAgent,
-    "resume": ResumeAgent,
-    "cancel": CancelAgent,
-    "interrupt": InterruptAgent,
+# The ops that change the world, each by the input a tick applies: its type, the input's
+# field that names what it acts on, and the request's field that gives it.
+_COMMANDS: dict[str, tuple[type, str, str]] = {
+    "send": (SendMessage, "agent_id", "agent"),
+    "pause": (PauseAgent, "agent_id", "agent"),
+    "resume": (ResumeAgent, "agent_id", "agent"),
+    "cancel": (CancelAgent, "agent_id", "agent"),
+    "interrupt": (InterruptAgent, "agent_id", "agent"),
+    "answer": (PromptSettled, "request_id", "request_id"),
+    "cancel_prompt": (PromptSettled, "request_id", "request_id"),
 }
 
 
 class _Posted:
-    """A command a client's reply waits on: its input's type and agent, and whether a
-    tick has applied one such since it was posted."""
+    """An op a client's reply waits on: the input it makes (a type, and the value of its
+    field ``name``), and whether a tick has applied one such since the op ran."""
 
-    __slots__ = ("agent_id", "applied", "kind")
+    __slots__ = ("applied", "kind", "name", "value")
 
-    def __init__(self, kind: type, agent_id: str) -> None:
+    def __init__(self, kind: type, name: str, value: str) -> None:
         self.kind = kind
-        self.agent_id = agent_id
+        self.name = name
+        self.value = value
         self.applied = threading.Event()
 
 
 class ControlServer:
     """Serves the control channel of ``world`` from ``state_dir`` until ``close()``.
 
-    ``stats`` adds fields to the ``stats`` reply (a run's latencies, say). A command
-    (``send``, ``pause``, ``resume``, ``cancel``, ``interrupt``) is replied to once the tick
-    that applies it has ended, so the next request sees what it did (a ``resume`` right
-    after a ``pause`` found the agent not paused yet, and was refused); its reply says
-    ``"applied": false`` if no tick applied it within ``apply_timeout`` seconds (a world
-    that is not ticking), the command still queued.
+    ``stats`` adds fields to the ``stats`` reply (a run's latencies, say). An op that
+    changes the world (``send``, ``pause``, ``resume``, ``cancel``, ``interrupt``; ``answer``
+    and ``cancel_prompt``, whose settlement the agent takes in a tick) is replied to once
+    the tick that applies it has ended, so the next request sees what it did (a ``resume``
+    right after a ``pause`` found the agent not paused yet, and was refused); its reply
+    says ``"applied": false`` if no tick applied it within ``apply_timeout`` seconds (a
+    world that is not ticking), the command still queued.
     """
 
     def __init__(
@@ -361,12 +367,12 @@ class ControlServer:
             if handler is None:
                 known = ", ".join(sorted(OPS))
                 raise Refused("unknown_op", f"unknown op {op!r} (known: {known})")
-            kind = _COMMANDS.get(op)
-            agent = request.get("agent")
-            if kind is None or not isinstance(agent, str):
+            command = _COMMANDS.get(op)
+            target = None if command is None else request.get(command[2])
+            if command is None or not isinstance(target, str):
                 reply = handler(self.world, request, self._stats)
             else:
-                reply = self._command(handler, request, _Posted(kind, agent))
+                reply = self._command(handler, request, _Posted(command[0], command[1], target))
         except Refused as refused:
             return error_reply(refused.code, refused.message), "keep"
         except UnknownAgentError as exc:
@@ -444,7 +450,7 @@ class ControlServer:
         with self._clients_lock:
             for _seq, item in inputs:
                 for posted in self._posted:
-                    if item.__class__ is posted.kind and item.agent_id == posted.agent_id:  # type: ignore[attr-defined]
+                    if item.__class__ is posted.kind and getattr(item, posted.name) == posted.value:
                         posted.applied.set()
 
     def _on_delta(self, agent_id: str, delta: str) -> None:

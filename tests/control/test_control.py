@@ -742,6 +742,30 @@ def test_a_command_is_answered_once_a_tick_applied_it_so_the_next_one_sees_it(st
         world.close()
 
 
+def test_an_answer_is_replied_to_once_the_agent_has_taken_it(state):
+    world = World(seed=1, interaction_timeout_secs=0)
+    world.spawn(asker, agent_id="asker")
+    world.tick()
+    world.tick()
+    [(_agent, prompt)] = world.hub.pending()
+    server = ControlServer(world, state)
+    try:
+        server.start()
+        with ControlClient(state, timeout=10) as client:
+            thread, out = _in_thread(
+                lambda: client.request("answer", request_id=prompt.id, value="ada")
+            )
+            wait_for(lambda: not world.hub.pending(), what="the hub to settle the prompt")
+            assert out == []  # settled in the hub, not yet taken by the agent
+            world.tick()
+            thread.join(10)
+        assert out == [{"ok": True, "answered": prompt.id, "agent": "asker", "applied": True}]
+        assert world.status("asker").kind is StatusKind.COMPLETE
+    finally:
+        server.close()
+        world.close()
+
+
 def test_a_command_no_tick_applies_in_time_is_answered_as_queued_and_still_applies(state):
     world = World(seed=1)
     world.spawn(sleeper, agent_id="sleeper")
