@@ -74,15 +74,17 @@ _COMMANDS: dict[str, tuple[type, str, str]] = {
 
 class _Posted:
     """An op a client's reply waits on: the input it makes (a type, and the value of its
-    field ``name``), and whether a tick has applied one such since the op ran."""
+    field ``name``), whether a tick has applied one such since the op ran, and the event
+    its reply waits on (set by that tick, or by the server's close)."""
 
-    __slots__ = ("applied", "kind", "name", "value")
+    __slots__ = ("applied", "done", "kind", "name", "value")
 
     def __init__(self, kind: type, name: str, value: str) -> None:
         self.kind = kind
         self.name = name
         self.value = value
-        self.applied = threading.Event()
+        self.applied = False
+        self.done = threading.Event()
 
 
 class ControlServer:
@@ -201,7 +203,7 @@ class ControlServer:
             threads = list(self._threads)
             posted, self._posted = self._posted, []
         for command in posted:
-            command.applied.set()  # a reply waiting for its tick goes now (not applied)
+            command.done.set()  # a reply waiting for its tick goes now
         self.world.unobserve(self._on_tick)
         self.world.streams.remove_hook(self._on_delta)
         for sub in subscribers:
@@ -396,10 +398,10 @@ class ControlServer:
             deadline = time.monotonic() + self.apply_timeout
             # In slices: a world closed meanwhile never applies it, and says nothing; a
             # server closing after `close()` let the waiting replies go does not either.
-            while not posted.applied.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+            while not posted.done.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
                 if self.world.closed or self._closing.is_set() or time.monotonic() >= deadline:
                     break
-            reply["applied"] = posted.applied.is_set() and not self._closing.is_set()
+            reply["applied"] = posted.applied
             return reply
         finally:
             with self._clients_lock, contextlib.suppress(ValueError):
@@ -451,7 +453,8 @@ class ControlServer:
             for _seq, item in inputs:
                 for posted in self._posted:
                     if item.__class__ is posted.kind and getattr(item, posted.name) == posted.value:
-                        posted.applied.set()
+                        posted.applied = True
+                        posted.done.set()
 
     def _on_delta(self, agent_id: str, delta: str) -> None:
         # A lane thread, as each streamed model delta arrives: never an input, so it has
