@@ -227,9 +227,9 @@ def cmd_steer(args: argparse.Namespace) -> int:
 
 
 def _queued(what: str, agent: str) -> str:
-    # A serve replies once a tick has applied a command, or says it has not within its
-    # `apply_timeout`: the command stays queued for the next tick.
-    return f"{what} {agent}: queued; no tick has applied it yet (is the world running?)"
+    # A serve replies once a tick has applied a command, or says it has not (within its
+    # `apply_timeout`; at once in lockstep, whose ticks wait for lane work): it is queued.
+    return f"{what} {agent}: queued; the world has not applied it yet"
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

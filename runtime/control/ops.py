@@ -171,8 +171,8 @@ def send(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any]:
     agent = field(request, "agent", str)
     text = field(request, "text", str)
     _refuse_no_op(world, agent, "send")
-    world.send(agent, text)
-    return {"ok": True, "agent": agent}
+    seq = world.send(agent, text)
+    return {"ok": True, "agent": agent, "seq": seq}
 
 
 def _refuse_no_op(world: World, agent: str, op: str) -> None:
@@ -222,8 +222,8 @@ def _command(name: str) -> Op:
     def command(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any]:
         agent = field(request, "agent", str)
         _refuse_no_op(world, agent, name)
-        getattr(world, name)(agent)
-        return {"ok": True, "agent": agent}
+        seq: int = getattr(world, name)(agent)
+        return {"ok": True, "agent": agent, "seq": seq}
 
     command.__doc__ = f"``world.{name}(agent)`` (refused when it would do nothing)."
     return command

@@ -46,7 +46,6 @@ from runtime.control.wire import (
 from runtime.errors import ControlError, TickworkError, UnknownAgentError, WorldClosedError
 from runtime.journal.codec import encode_input
 from runtime.world import TickReport, World
-from runtime.world.inputs import CancelAgent, InterruptAgent, PauseAgent, ResumeAgent, SendMessage
 
 __all__ = ["MAX_CLIENTS", "MAX_LINE", "ControlServer", "StateDir"]
 
@@ -59,30 +58,23 @@ IDLE_TIMEOUT = 10.0
 APPLY_TIMEOUT = 5.0
 """Seconds a command's reply waits for the tick that applies it (see `ControlServer`)."""
 
-# The ops that change the world, each by the input a tick applies: its type, the input's
-# field that names what it acts on, and the request's field that gives it.
-_COMMANDS: dict[str, tuple[type, str, str]] = {
-    "send": (SendMessage, "agent_id", "agent"),
-    "pause": (PauseAgent, "agent_id", "agent"),
-    "resume": (ResumeAgent, "agent_id", "agent"),
-    "cancel": (CancelAgent, "agent_id", "agent"),
-    "interrupt": (InterruptAgent, "agent_id", "agent"),
-    "answer": (PromptSettled, "request_id", "request_id"),
-    "cancel_prompt": (PromptSettled, "request_id", "request_id"),
-}
+# The ops that change the world. A command's reply gives its input's sequence number,
+# applied once a tick has applied that number (the inbox hands inputs out in order, without
+# gaps); an answer's settlement is matched by its request id (unique while it is open).
+_COMMANDS = frozenset({"send", "pause", "resume", "cancel", "interrupt"})
+_SETTLING = frozenset({"answer", "cancel_prompt"})
 
 
 class _Posted:
-    """An op a client's reply waits on: the input it makes (a type, and the value of its
-    field ``name``), whether a tick has applied one such since the op ran, and the event
-    its reply waits on (set by that tick, or by the server's close)."""
+    """An op a client's reply waits on: its input's sequence number (a command's) or the
+    request id it settles (an answer's), whether a tick has applied it, and the event its
+    reply waits on (set by that tick, or by the server's close)."""
 
-    __slots__ = ("applied", "done", "kind", "name", "value")
+    __slots__ = ("applied", "done", "request_id", "seq")
 
-    def __init__(self, kind: type, name: str, value: str) -> None:
-        self.kind = kind
-        self.name = name
-        self.value = value
+    def __init__(self, seq: int = 0, request_id: str = "") -> None:
+        self.seq = seq
+        self.request_id = request_id
         self.applied = False
         self.done = threading.Event()
 
@@ -91,12 +83,14 @@ class ControlServer:
     """Serves the control channel of ``world`` from ``state_dir`` until ``close()``.
 
     ``stats`` adds fields to the ``stats`` reply (a run's latencies, say). An op that
-    changes the world (``send``, ``pause``, ``resume``, ``cancel``, ``interrupt``; ``answer``
-    and ``cancel_prompt``, whose settlement the agent takes in a tick) is replied to once
-    the tick that applies it has ended, so the next request sees what it did (a ``resume``
-    right after a ``pause`` found the agent not paused yet, and was refused); its reply
-    says ``"applied": false`` if no tick applied it within ``apply_timeout`` seconds (a
-    world that is not ticking), the command still queued.
+    changes the world (``send``, ``pause``, ``resume``, ``cancel``, ``interrupt``, each
+    replied to with its input's ``seq``; ``answer`` and ``cancel_prompt``, whose settlement
+    is an input too) is replied to once the tick that applies it has ended, so the next
+    request sees what it did (a ``resume`` right after a ``pause`` found the agent not
+    paused yet, and was refused); its reply says ``"applied": false`` if no tick applied
+    it within ``apply_timeout`` seconds (a world that is not ticking), the command still
+    queued. A lockstep world's ticks wait for its lane work, so there the reply comes at
+    once, ``"applied": false``.
     """
 
     def __init__(
@@ -128,6 +122,7 @@ class ControlServer:
         self._subscribers: set[Subscriber] = set()
         self._replying: set[socket.socket] = set()  # connections taking their reply now
         self._posted: list[_Posted] = []  # commands whose replies wait for their tick
+        self._applied_through = 0  # every input up to this sequence number is applied
         self._threads: list[threading.Thread] = []
         self.refused = 0  # requests that got an error reply (for tests and stats)
         self.accepted = 0  # connections accepted
@@ -369,12 +364,10 @@ class ControlServer:
             if handler is None:
                 known = ", ".join(sorted(OPS))
                 raise Refused("unknown_op", f"unknown op {op!r} (known: {known})")
-            command = _COMMANDS.get(op)
-            target = None if command is None else request.get(command[2])
-            if command is None or not isinstance(target, str):
-                reply = handler(self.world, request, self._stats)
+            if op in _COMMANDS or op in _SETTLING:
+                reply = self._command(handler, request, op in _SETTLING)
             else:
-                reply = self._command(handler, request, _Posted(command[0], command[1], target))
+                reply = handler(self.world, request, self._stats)
         except Refused as refused:
             return error_reply(refused.code, refused.message), "keep"
         except UnknownAgentError as exc:
@@ -388,24 +381,45 @@ class ControlServer:
             return error_reply("internal", f"op {op!r} failed inside the server"), "keep"
         return reply, "subscribe" if op == "subscribe" else "keep"
 
-    def _command(self, handler: Op, request: dict[str, Any], posted: _Posted) -> dict[str, Any]:
-        """Run a command op and reply once a tick has applied what it posted (or once
-        ``apply_timeout`` has passed, ``"applied": false``)."""
-        with self._clients_lock:  # watched before the op posts: its tick may come at once
-            self._posted.append(posted)
+    def _command(self, handler: Op, request: dict[str, Any], settling: bool) -> dict[str, Any]:
+        """Run an op that changes the world and reply once a tick has applied what it did,
+        or once ``apply_timeout`` has passed (``"applied": false``)."""
+        # An answer is watched for before it settles (its tick may come at once); a
+        # command by the number its op returns, which a tick may have passed already.
+        posted: _Posted | None = None
+        if settling:
+            request_id = request.get("request_id")
+            if not isinstance(request_id, str):
+                return handler(self.world, request, self._stats)  # refused: names the field
+            posted = _Posted(request_id=request_id)
+            with self._clients_lock:
+                self._posted.append(posted)
         try:
             reply = handler(self.world, request, self._stats)
+            if self.world.lockstep:
+                reply["applied"] = False  # its ticks wait for lane work: no reply waits
+                return reply
+            if posted is None:
+                posted = _Posted(seq=reply["seq"])
+                with self._clients_lock:
+                    if posted.seq <= self._applied_through:
+                        posted.applied = True
+                    else:
+                        self._posted.append(posted)
             deadline = time.monotonic() + self.apply_timeout
             # In slices: a world closed meanwhile never applies it, and says nothing; a
             # server closing after `close()` let the waiting replies go does not either.
-            while not posted.done.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+            while not posted.applied and not posted.done.wait(
+                min(0.1, max(0.0, deadline - time.monotonic()))
+            ):
                 if self.world.closed or self._closing.is_set() or time.monotonic() >= deadline:
                     break
             reply["applied"] = posted.applied
             return reply
         finally:
-            with self._clients_lock, contextlib.suppress(ValueError):
-                self._posted.remove(posted)
+            if posted is not None:
+                with self._clients_lock, contextlib.suppress(ValueError):
+                    self._posted.remove(posted)
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -428,7 +442,7 @@ class ControlServer:
                 self._subscribers.discard(sub)
 
     def _on_tick(self, report: TickReport, inputs: list[tuple[int, object]]) -> None:
-        if self._posted and inputs:
+        if inputs:
             self._note_applied(inputs)
         if not self._subscribers or not inputs or self._closing.is_set():
             return
@@ -448,13 +462,21 @@ class ControlServer:
                 sub.push(event, size)
 
     def _note_applied(self, inputs: list[tuple[int, object]]) -> None:
-        # The tick thread, at the end of a tick: the commands it applied let their replies go.
+        # The tick thread, at the end of a tick: what it applied lets replies go. Inputs
+        # come in sequence order, without gaps: the last one's number is the new mark.
         with self._clients_lock:
-            for _seq, item in inputs:
-                for posted in self._posted:
-                    if item.__class__ is posted.kind and getattr(item, posted.name) == posted.value:
-                        posted.applied = True
-                        posted.done.set()
+            self._applied_through = max(self._applied_through, inputs[-1][0])
+            for posted in self._posted:
+                if posted.request_id:
+                    if not any(
+                        item.__class__ is PromptSettled and item.request_id == posted.request_id
+                        for _seq, item in inputs
+                    ):
+                        continue
+                elif posted.seq > self._applied_through:
+                    continue
+                posted.applied = True
+                posted.done.set()
 
     def _on_delta(self, agent_id: str, delta: str) -> None:
         # A lane thread, as each streamed model delta arrives: never an input, so it has

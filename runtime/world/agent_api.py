@@ -136,29 +136,33 @@ class AgentAPI:
             self._inbox.put(build_spawn(agent_id, behavior_name, message, name, interactive, comps))
         return agent_id
 
-    def send(self, agent_id: str, message: Any) -> None:
-        """Give an agent its next message (a new turn now, or after the current one).
+    def send(self, agent_id: str, message: Any) -> int:
+        """Give an agent its next message (a new turn now, or after the current one);
+        returns the command's sequence number (the next tick applies it, as any input).
 
         Raises:
             UnknownAgentError: no agent has that id.
         """
         message = self._recordable("message", message)
-        self._command(SendMessage(self._checked(agent_id), message))
+        return self._command(SendMessage(self._checked(agent_id), message))
 
-    def pause(self, agent_id: str) -> None:
-        """Stop stepping an agent and its subtree (from ACTIVE, WAITING or IDLE).
+    def pause(self, agent_id: str) -> int:
+        """Stop stepping an agent and its subtree (from ACTIVE, WAITING or IDLE); returns
+        the command's sequence number.
 
         What lands meanwhile (model replies, tool results, prompt answers) is held whole,
         history included, until ``resume``.
         """
-        self._command(PauseAgent(self._checked(agent_id)))
+        return self._command(PauseAgent(self._checked(agent_id)))
 
-    def resume(self, agent_id: str) -> None:
-        """Undo ``pause`` for the agent and its subtree; what landed meanwhile is applied."""
-        self._command(ResumeAgent(self._checked(agent_id)))
+    def resume(self, agent_id: str) -> int:
+        """Undo ``pause`` for the agent and its subtree; what landed meanwhile is applied.
+        Returns the command's sequence number."""
+        return self._command(ResumeAgent(self._checked(agent_id)))
 
-    def cancel(self, agent_id: str, reason: str = "cancelled by user") -> None:
-        """End an agent for good: work cancelled, prompts settled, children cancelled.
+    def cancel(self, agent_id: str, reason: str = "cancelled by user") -> int:
+        """End an agent for good: work cancelled, prompts settled, children cancelled;
+        returns the command's sequence number.
 
         Every tool call of a batch in progress gets a result in history, and no prompt of
         the agent is left open, however the cancel and the prompt's opening interleave.
@@ -170,12 +174,14 @@ class AgentAPI:
         """
         if reason.__class__ is not str and not isinstance(reason, str):
             raise ConfigError(f"`reason` must be a string, got {shown(reason)}")
-        self._command(CancelAgent(self._checked(agent_id), reason))
+        seq = self._command(CancelAgent(self._checked(agent_id), reason))
         if self._lockstep is not None:
             self._lockstep.abandon(agent_id)  # its work is stale at whatever tick this lands
+        return seq
 
-    def interrupt(self, agent_id: str) -> None:
+    def interrupt(self, agent_id: str) -> int:
         """Abandon the agent's current turn, keeping its history; it waits for input.
+        Returns the command's sequence number.
 
         A model reply streaming in is stopped here and now (its HTTP stream closed), and
         the text it had is kept in the history, marked ``[interrupted by user]``.
@@ -183,11 +189,12 @@ class AgentAPI:
         self._check_open()
         stopped = self.streams.stop(self._checked(agent_id))
         if stopped is None:
-            self._command(InterruptAgent(agent_id))
+            seq = self._command(InterruptAgent(agent_id))
         else:
-            self._command(InterruptAgent(agent_id, stopped[0], stopped[1]))
+            seq = self._command(InterruptAgent(agent_id, stopped[0], stopped[1]))
         if self._lockstep is not None:
             self._lockstep.abandon(agent_id)  # its work is stale at whatever tick this lands
+        return seq
 
     def forget(self, agent_id: str) -> None:
         """Release a finished agent now: its entity, record, history and id.
@@ -363,9 +370,9 @@ class AgentAPI:
                 f"`{name}` must be a JSON value when the world records a journal: {exc}"
             ) from None
 
-    def _command(self, item: object) -> None:
+    def _command(self, item: object) -> int:
         self._check_open()
-        self._inbox.put(item)
+        return self._inbox.put(item)
 
 
 def _check_agent_id(agent_id: object) -> None:

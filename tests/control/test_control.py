@@ -20,7 +20,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime import Ask, InteractionRequest, Sleep, StatusKind, World, __version__
+from runtime import (
+    Ask,
+    CallTools,
+    InteractionRequest,
+    ManualClock,
+    Sleep,
+    StatusKind,
+    ToolCall,
+    ToolRegistry,
+    World,
+    __version__,
+)
 from runtime.control import MAX_CLIENTS, MAX_LINE, ControlClient, ControlServer, default_state_dir
 from runtime.errors import ControlError
 from runtime.world.inputs import CancelAgent, InterruptAgent, PauseAgent, ResumeAgent, SendMessage
@@ -635,7 +646,12 @@ def test_a_request_being_handled_as_the_server_closes_gets_its_reply(state):
             closer.start()
             wait_for(server._closing.is_set, what="close() to begin")
             proceed.set()
-            assert read_reply(client) == {"ok": True, "agent": "sleeper", "applied": False}
+            assert read_reply(client) == {
+                "ok": True,
+                "agent": "sleeper",
+                "seq": 2,
+                "applied": False,
+            }
         closer.join(10)
         assert not closer.is_alive()
     finally:
@@ -735,7 +751,13 @@ def test_a_command_is_answered_once_a_tick_applied_it_so_the_next_one_sees_it(st
                 assert out == []  # no reply before a tick has applied it
                 world.tick()
                 thread.join(10)
-                assert out == [{"ok": True, "agent": "sleeper", "applied": True}]
+                [reply] = out
+                assert reply == {
+                    "ok": True,
+                    "agent": "sleeper",
+                    "seq": reply["seq"],
+                    "applied": True,
+                }
                 assert world.status("sleeper").kind is after
     finally:
         server.close()
@@ -775,10 +797,88 @@ def test_a_command_no_tick_applies_in_time_is_answered_as_queued_and_still_appli
         server.start()
         with ControlClient(state, timeout=10) as client:
             reply = client.request("pause", agent="sleeper")
-        assert reply == {"ok": True, "agent": "sleeper", "applied": False}
+        assert reply == {"ok": True, "agent": "sleeper", "seq": 2, "applied": False}
         world.tick()
         assert world.status("sleeper").kind is StatusKind.PAUSED
     finally:
+        server.close()
+        world.close()
+
+
+def test_a_command_is_not_said_applied_by_an_earlier_one_of_the_same_kind_and_agent(state):
+    # The first form matched an applied input by its type and agent: a tick applying an
+    # earlier send to the same agent (held here mid-way by a host observer) let the reply
+    # to a later one go, "applied" while it was still queued. A command's reply now waits
+    # for its own sequence number. (A review's reproduction.)
+    world = World(seed=1)
+    world.spawn(sleeper, agent_id="sleeper")
+    world.tick()
+    gate, in_tick, armed = threading.Event(), threading.Event(), []
+
+    def holds_the_tick(report, inputs):  # observes before the server does
+        if inputs and armed:
+            in_tick.set()
+            assert gate.wait(10)
+
+    world.observe(holds_the_tick)
+    server = ControlServer(world, state)
+    ticker = threading.Thread(target=world.tick)
+    try:
+        server.start()
+        world.send("sleeper", "x")  # the earlier send, queued
+        armed.append(True)
+        ticker.start()
+        assert in_tick.wait(10)  # the tick that applies "x" is under way
+        with ControlClient(state, timeout=10) as client:
+            thread, out = _in_thread(lambda: client.request("send", agent="sleeper", text="y"))
+            # Its handler runs (its check of the agent waits for the tick's end).
+            wait_for(lambda: None in server._clients.values(), what="the send to be handled")
+            gate.set()
+            ticker.join(10)
+            wait_for(lambda: len(world._inbox) == 1, what="'y' to be queued")
+            thread.join(0.5)
+            assert out == []  # "x" was applied, "y" is still queued
+            world.tick()
+            thread.join(10)
+        [reply] = out
+        assert reply["applied"] is True and len(world._inbox) == 0
+    finally:
+        gate.set()
+        server.close()
+        world.close()
+
+
+def test_in_lockstep_a_command_is_answered_at_once_as_queued(state):
+    # A lockstep world ticks once its lane work is done (a tool holding here): a reply
+    # that waited for the tick would wait for the tool, up to `apply_timeout` (more than
+    # the client waits here).
+    tools = ToolRegistry()
+    release = threading.Event()
+
+    @tools.tool()
+    def gate(args, ctx):
+        release.wait(30)
+        return "through"
+
+    def worker(turn):
+        yield CallTools(ToolCall("c1", "gate", {}))
+        return "done"
+
+    world = World(seed=1, clock=ManualClock(), tools=tools)
+    assert world.lockstep
+    world.spawn(worker, agent_id="w")
+    server = ControlServer(world, state, apply_timeout=60)
+    try:
+        server.start()
+        world.start()
+        wait_for(lambda: world.lane.stats().busy == 1, what="the tool to run")
+        with ControlClient(state, timeout=10) as client:
+            reply = client.request("pause", agent="w")
+        assert reply["applied"] is False
+        release.set()
+        wait_for(lambda: world.status("w").kind is StatusKind.PAUSED, what="the pause")
+    finally:
+        release.set()
         server.close()
         world.close()
 
@@ -806,6 +906,6 @@ def test_the_cli_says_when_a_command_is_queued_but_not_yet_applied(monkeypatch, 
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == ["paused a1", "sent to a1"]
     assert out[2:] == [
-        "pause a1: queued; no tick has applied it yet (is the world running?)",
-        "send to a1: queued; no tick has applied it yet (is the world running?)",
+        "pause a1: queued; the world has not applied it yet",
+        "send to a1: queued; the world has not applied it yet",
     ]
