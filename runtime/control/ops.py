@@ -19,7 +19,7 @@ from runtime.errors import UnknownAgentError
 from runtime.lane.values import shown
 from runtime.world import World
 
-__all__ = ["OPS", "Refused", "error_reply"]
+__all__ = ["OPS", "Refused", "error_reply", "steer"]
 
 Stats = Callable[[], dict[str, Any]] | None
 Op = Callable[[World, dict[str, Any], Stats], dict[str, Any]]
@@ -175,14 +175,21 @@ def send(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any]:
     return {"ok": True, "agent": agent, "seq": seq}
 
 
-def _refuse_no_op(world: World, agent: str, op: str) -> None:
-    """Refuse a command that would do nothing to ``agent`` as it is now.
+def _refuse_no_op(world: World, agent: str, op: str, queued: str | None = None) -> None:
+    """Refuse a command that would do nothing to ``agent`` as it is now, or as ``queued``
+    will leave it: the last ``pause`` or ``resume`` of it posted and not yet applied by a
+    tick (a lockstep world's ticks wait for its lane work).
 
     Raises:
         Refused: ``no_effect``: the agent has ended (any op), is not paused (``resume``)
-            or is paused already (``pause``).
+            or is paused already (``pause``), or the same is queued already.
         UnknownAgentError: there is no such agent.
     """
+    if queued is not None and op in ("pause", "resume"):
+        world.status(agent)  # an unknown agent is refused as such
+        if queued == op:
+            raise Refused("no_effect", f"agent {agent!r} has a {op} queued already")
+        return  # it undoes the queued one
     status = world.status(agent).kind
     if status.is_terminal:
         if op in ("pause", "resume") and _reaches_below(world, agent, op):
@@ -220,13 +227,19 @@ def _reaches_below(world: World, agent: str, op: str) -> bool:
 
 def _command(name: str) -> Op:
     def command(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any]:
-        agent = field(request, "agent", str)
-        _refuse_no_op(world, agent, name)
-        seq: int = getattr(world, name)(agent)
-        return {"ok": True, "agent": agent, "seq": seq}
+        return steer(world, field(request, "agent", str), name)
 
     command.__doc__ = f"``world.{name}(agent)`` (refused when it would do nothing)."
     return command
+
+
+def steer(world: World, agent: str, op: str, queued: str | None = None) -> dict[str, Any]:
+    """``world.<op>(agent)`` for ``pause``, ``resume``, ``cancel`` or ``interrupt``, refused
+    when it would do nothing (counting ``queued``: see `_refuse_no_op`); the reply gives
+    the command's sequence number."""
+    _refuse_no_op(world, agent, op, queued)
+    seq: int = getattr(world, op)(agent)
+    return {"ok": True, "agent": agent, "seq": seq}
 
 
 def world_stats(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any]:

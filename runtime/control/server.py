@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from components import PromptSettled
-from runtime.control.ops import OPS, Op, Refused, error_reply
+from runtime.control.ops import OPS, Op, Refused, error_reply, steer
 from runtime.control.state_dir import StateDir
 from runtime.control.wire import (
     FULL,
@@ -63,6 +63,7 @@ APPLY_TIMEOUT = 5.0
 # gaps); an answer's settlement is matched by its request id (unique while it is open).
 _COMMANDS = frozenset({"send", "pause", "resume", "cancel", "interrupt"})
 _SETTLING = frozenset({"answer", "cancel_prompt"})
+_PAUSING = frozenset({"pause", "resume"})
 
 
 class _Posted:
@@ -123,6 +124,9 @@ class ControlServer:
         self._replying: set[socket.socket] = set()  # connections taking their reply now
         self._posted: list[_Posted] = []  # commands whose replies wait for their tick
         self._applied_through = 0  # every input up to this sequence number is applied
+        # Each agent's last pause or resume posted here: (its seq, the op), until applied.
+        self._queued: dict[str, tuple[int, str]] = {}
+        self._steering = threading.Lock()  # a pause or resume judged and posted at a time
         self._threads: list[threading.Thread] = []
         self.refused = 0  # requests that got an error reply (for tests and stats)
         self.accepted = 0  # connections accepted
@@ -365,7 +369,7 @@ class ControlServer:
                 known = ", ".join(sorted(OPS))
                 raise Refused("unknown_op", f"unknown op {op!r} (known: {known})")
             if op in _COMMANDS or op in _SETTLING:
-                reply = self._command(handler, request, op in _SETTLING)
+                reply = self._command(op, handler, request)
             else:
                 reply = handler(self.world, request, self._stats)
         except Refused as refused:
@@ -381,9 +385,10 @@ class ControlServer:
             return error_reply("internal", f"op {op!r} failed inside the server"), "keep"
         return reply, "subscribe" if op == "subscribe" else "keep"
 
-    def _command(self, handler: Op, request: dict[str, Any], settling: bool) -> dict[str, Any]:
+    def _command(self, op: str, handler: Op, request: dict[str, Any]) -> dict[str, Any]:
         """Run an op that changes the world and reply once a tick has applied what it did,
         or once ``apply_timeout`` has passed (``"applied": false``)."""
+        settling = op in _SETTLING
         # An answer is watched for before it settles (its tick may come at once); a
         # command by the number its op returns, which a tick may have passed already.
         posted: _Posted | None = None
@@ -395,7 +400,11 @@ class ControlServer:
             with self._clients_lock:
                 self._posted.append(posted)
         try:
-            reply = handler(self.world, request, self._stats)
+            agent = request.get("agent")
+            if op in _PAUSING and isinstance(agent, str):
+                reply = self._pause_or_resume(op, agent)
+            else:
+                reply = handler(self.world, request, self._stats)
             if self.world.lockstep:
                 reply["applied"] = False  # its ticks wait for lane work: no reply waits
                 return reply
@@ -420,6 +429,21 @@ class ControlServer:
             if posted is not None:
                 with self._clients_lock, contextlib.suppress(ValueError):
                     self._posted.remove(posted)
+
+    def _pause_or_resume(self, op: str, agent: str) -> dict[str, Any]:
+        """``pause`` or ``resume`` of ``agent``, judged (would it do nothing?) against the
+        last of the two this server posted for it that no tick has applied yet, if any: a
+        lockstep world applies commands only once its lane work is done, and a ``resume``
+        right after a ``pause`` found the agent not paused yet. One at a time: two clients'
+        are judged one after the other."""
+        with self._steering:
+            with self._clients_lock:
+                last = self._queued.get(agent)
+                queued = None if last is None or last[0] <= self._applied_through else last[1]
+            reply = steer(self.world, agent, op, queued)
+            with self._clients_lock:
+                self._queued[agent] = (reply["seq"], op)
+            return reply
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -465,7 +489,10 @@ class ControlServer:
         # The tick thread, at the end of a tick: what it applied lets replies go. Inputs
         # come in sequence order, without gaps: the last one's number is the new mark.
         with self._clients_lock:
-            self._applied_through = max(self._applied_through, inputs[-1][0])
+            mark = self._applied_through = max(self._applied_through, inputs[-1][0])
+            if self._queued:
+                for agent in [a for a, (seq, _op) in self._queued.items() if seq <= mark]:
+                    del self._queued[agent]
             for posted in self._posted:
                 if posted.request_id:
                     if not any(

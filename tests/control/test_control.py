@@ -848,10 +848,11 @@ def test_a_command_is_not_said_applied_by_an_earlier_one_of_the_same_kind_and_ag
         world.close()
 
 
-def test_in_lockstep_a_command_is_answered_at_once_as_queued(state):
+def test_in_lockstep_a_command_is_answered_at_once_and_judged_against_what_is_queued(state):
     # A lockstep world ticks once its lane work is done (a tool holding here): a reply
     # that waited for the tick would wait for the tool, up to `apply_timeout` (more than
-    # the client waits here).
+    # the client waits here); and a resume after a pause, both queued, was refused as the
+    # agent was not paused yet.
     tools = ToolRegistry()
     release = threading.Event()
 
@@ -874,9 +875,17 @@ def test_in_lockstep_a_command_is_answered_at_once_as_queued(state):
         wait_for(lambda: world.lane.stats().busy == 1, what="the tool to run")
         with ControlClient(state, timeout=10) as client:
             reply = client.request("pause", agent="w")
-        assert reply["applied"] is False
+            assert reply["applied"] is False
+            # Judged against the pause still queued, not the agent as the last tick left it.
+            with pytest.raises(ControlError, match="'w' has a pause queued already"):
+                client.request("pause", agent="w")
+            assert client.request("resume", agent="w")["applied"] is False
+            with pytest.raises(ControlError, match="'w' has a resume queued already"):
+                client.request("resume", agent="w")
+            assert client.request("pause", agent="w")["applied"] is False
         release.set()
-        wait_for(lambda: world.status("w").kind is StatusKind.PAUSED, what="the pause")
+        wait_for(lambda: world.status("w").kind is StatusKind.PAUSED, what="the last pause")
+        assert world.result("w") is None
     finally:
         release.set()
         server.close()
