@@ -186,10 +186,11 @@ def _refuse_no_op(world: World, agent: str, op: str, queued: str | None = None) 
         UnknownAgentError: there is no such agent.
     """
     if queued is not None and op in ("pause", "resume"):
-        world.status(agent)  # an unknown agent is refused as such
+        kind = world.status(agent).kind  # an unknown agent is refused as such
         if queued == op:
             raise Refused("no_effect", f"agent {agent!r} has a {op} queued already")
-        return  # it undoes the queued one
+        if not (op == "resume" and kind.is_terminal and world.journal_format < 3):
+            return  # it undoes the queued one (format 2 resumes no ended agent's subtree)
     status = world.status(agent).kind
     if status.is_terminal:
         if op in ("pause", "resume") and _reaches_below(world, agent, op):

@@ -441,8 +441,14 @@ class ControlServer:
                 last = self._queued.get(agent)
                 queued = None if last is None or last[0] <= self._applied_through else last[1]
             reply = steer(self.world, agent, op, queued)
+            # It reaches the agent's subtree: what is queued for each agent below is it too.
+            below = [agent]
+            for at in below:
+                with contextlib.suppress(UnknownAgentError):
+                    below.extend(self.world.children(at))
             with self._clients_lock:
-                self._queued[agent] = (reply["seq"], op)
+                for each in below:
+                    self._queued[each] = (reply["seq"], op)
             return reply
 
     # -- subscriptions -------------------------------------------------------------------

@@ -26,6 +26,7 @@ from runtime import (
     InteractionRequest,
     ManualClock,
     Sleep,
+    Spawn,
     StatusKind,
     ToolCall,
     ToolRegistry,
@@ -918,3 +919,187 @@ def test_the_cli_says_when_a_command_is_queued_but_not_yet_applied(monkeypatch, 
         "pause a1: queued; the world has not applied it yet",
         "send to a1: queued; the world has not applied it yet",
     ]
+
+
+def _parent_of_a_sleeper(turn):
+    yield Spawn(sleeper, "below")
+    yield Sleep(3600)
+    return "done"
+
+
+def test_a_parents_queued_resume_is_queued_for_its_subtree_too(state):
+    # A pause or resume reaches the subtree: judging the child's next pause against the
+    # child's own older entry refused it ("has a pause queued already") though the
+    # parent's resume, queued after, will have resumed it. (A review's reproduction.)
+    world = World(seed=1)
+    world.spawn(_parent_of_a_sleeper, agent_id="p")
+    for _ in range(4):
+        world.tick()
+    [c] = world.children("p")
+    assert world.status("p").kind is StatusKind.ACTIVE
+    assert world.status(c).kind is StatusKind.ACTIVE
+    server = ControlServer(world, state, apply_timeout=0.05)  # nothing ticks: all stay queued
+    try:
+        server.start()
+        with ControlClient(state, timeout=10) as client:
+            client.request("pause", agent=c)
+            client.request("pause", agent="p")
+            client.request("resume", agent="p")  # resumes the subtree, c included
+            client.request("pause", agent=c)
+        world.tick()
+        assert world.status(c).kind is StatusKind.PAUSED
+    finally:
+        server.close()
+        world.close()
+
+
+def test_a_format_2_resume_of_an_ended_agent_is_refused_with_a_pause_queued(state):
+    # Format 2 resumes no ended agent's subtree: taking the resume as undoing the queued
+    # pause said ok to a command that does nothing. (A review's reproduction.)
+    world = World(seed=1)
+    world._state.journal_format = 2
+    world.spawn(_leaves_a_sleeper, agent_id="parent")
+    for _ in range(4):
+        world.tick()
+    assert world.status("parent").kind is StatusKind.COMPLETE
+    server = ControlServer(world, state, apply_timeout=0.05)
+    try:
+        server.start()
+        with ControlClient(state, timeout=10) as client:
+            assert client.request("pause", agent="parent")["applied"] is False
+            with pytest.raises(ControlError, match="resume does nothing"):
+                client.request("resume", agent="parent")
+        world.tick()
+        assert world.status("parent.1").kind is StatusKind.PAUSED
+    finally:
+        server.close()
+        world.close()
+
+
+def test_a_command_is_not_said_applied_by_a_tick_that_drained_before_its_post(state):
+    # The tick drains "x" between the op's check and its post: only the command's own
+    # number tells that "y" is not applied yet.
+    world = World(seed=1)
+    world.spawn(sleeper, agent_id="sleeper")
+    world.tick()
+    gate, in_tick, armed = threading.Event(), threading.Event(), []
+
+    def holds_the_tick(report, inputs):
+        if inputs and armed:
+            in_tick.set()
+            assert gate.wait(10)
+
+    world.observe(holds_the_tick)
+    server = ControlServer(world, state)
+    real_send = world.send
+    ticker = threading.Thread(target=world.tick)
+
+    def send(agent, text):  # the tick drains "x" between the op's check and its post
+        if text == "y":
+            armed.append(True)
+            ticker.start()
+            assert in_tick.wait(10)
+        return real_send(agent, text)
+
+    world.send = send
+    try:
+        server.start()
+        real_send("sleeper", "x")
+        with ControlClient(state, timeout=10) as client:
+            thread, out = _in_thread(lambda: client.request("send", agent="sleeper", text="y"))
+            wait_for(lambda: len(server._posted) == 1, what="y to be watched")
+            gate.set()
+            ticker.join(10)
+            thread.join(0.5)
+            assert out == []
+            world.tick()
+            thread.join(10)
+        assert out[0]["applied"] is True
+    finally:
+        gate.set()
+        server.close()
+        world.close()
+
+
+def test_an_answer_is_not_said_applied_by_a_tick_of_other_inputs(state):
+    world = World(seed=1, interaction_timeout_secs=0)
+    world.spawn(asker, agent_id="asker")
+    world.spawn(sleeper, agent_id="sleeper")
+    world.tick()
+    world.tick()
+    [(_a, prompt)] = world.hub.pending()
+    gate, in_tick, armed = threading.Event(), threading.Event(), []
+
+    def holds_the_tick(report, inputs):
+        if inputs and armed:
+            in_tick.set()
+            assert gate.wait(10)
+
+    world.observe(holds_the_tick)
+    server = ControlServer(world, state)
+    ticker = threading.Thread(target=world.tick)
+    try:
+        server.start()
+        world.send("sleeper", "x")
+        armed.append(True)
+        ticker.start()
+        assert in_tick.wait(10)
+        with ControlClient(state, timeout=10) as client:
+            thread, out = _in_thread(
+                lambda: client.request("answer", request_id=prompt.id, value="ada")
+            )
+            wait_for(lambda: not world.hub.pending(), what="the hub to settle")
+            armed.clear()
+            gate.set()
+            ticker.join(10)
+            thread.join(0.5)
+            assert out == []  # the settlement is still queued
+            world.tick()
+            thread.join(10)
+        assert out[0]["applied"] is True
+    finally:
+        gate.set()
+        server.close()
+        world.close()
+
+
+def test_a_command_applied_second_in_its_tick_is_said_applied(state):
+    world = World(seed=1)
+    world.spawn(sleeper, agent_id="sleeper")
+    world.tick()
+    server = ControlServer(world, state, apply_timeout=2)
+    try:
+        server.start()
+        with ControlClient(state, timeout=10) as client:
+            world.send("sleeper", "x")
+            thread, out = _in_thread(lambda: client.request("pause", agent="sleeper"))
+            wait_for(lambda: len(world._inbox) == 2, what="both queued")
+            wait_for(lambda: len(server._posted) == 1, what="the pause watched")
+            world.tick()
+            thread.join(10)
+        assert out[0]["applied"] is True
+    finally:
+        server.close()
+        world.close()
+
+
+def test_a_command_applied_before_its_reply_watches_for_it_is_said_applied(state):
+    world = World(seed=1)
+    world.spawn(sleeper, agent_id="sleeper")
+    world.tick()
+    real_pause = world.pause
+
+    def pause(agent):
+        seq = real_pause(agent)
+        world.tick()  # its tick ends before the server watches for it
+        return seq
+
+    world.pause = pause
+    server = ControlServer(world, state, apply_timeout=2)
+    try:
+        server.start()
+        with ControlClient(state, timeout=10) as client:
+            assert client.request("pause", agent="sleeper")["applied"] is True
+    finally:
+        server.close()
+        world.close()
