@@ -806,6 +806,20 @@ def test_a_command_no_tick_applies_in_time_is_answered_as_queued_and_still_appli
         world.close()
 
 
+class _TickHolder:
+    """A host observer (registered before the server's) that, once ``armed``, holds the
+    next tick with inputs at its end, until ``gate`` is set."""
+
+    def __init__(self, world: World) -> None:
+        self.gate, self.in_tick, self.armed = threading.Event(), threading.Event(), False
+        world.observe(self._hold)
+
+    def _hold(self, report: object, inputs: list[tuple[int, object]]) -> None:
+        if inputs and self.armed:
+            self.in_tick.set()
+            assert self.gate.wait(10)
+
+
 def test_a_command_is_not_said_applied_by_an_earlier_one_of_the_same_kind_and_agent(state):
     # The first form matched an applied input by its type and agent: a tick applying an
     # earlier send to the same agent (held here mid-way by a host observer) let the reply
@@ -814,27 +828,20 @@ def test_a_command_is_not_said_applied_by_an_earlier_one_of_the_same_kind_and_ag
     world = World(seed=1)
     world.spawn(sleeper, agent_id="sleeper")
     world.tick()
-    gate, in_tick, armed = threading.Event(), threading.Event(), []
-
-    def holds_the_tick(report, inputs):  # observes before the server does
-        if inputs and armed:
-            in_tick.set()
-            assert gate.wait(10)
-
-    world.observe(holds_the_tick)
+    holder = _TickHolder(world)  # observes before the server does
     server = ControlServer(world, state)
     ticker = threading.Thread(target=world.tick)
     try:
         server.start()
         world.send("sleeper", "x")  # the earlier send, queued
-        armed.append(True)
+        holder.armed = True
         ticker.start()
-        assert in_tick.wait(10)  # the tick that applies "x" is under way
+        assert holder.in_tick.wait(10)  # the tick that applies "x" is under way
         with ControlClient(state, timeout=10) as client:
             thread, out = _in_thread(lambda: client.request("send", agent="sleeper", text="y"))
             # Its handler runs (its check of the agent waits for the tick's end).
             wait_for(lambda: None in server._clients.values(), what="the send to be handled")
-            gate.set()
+            holder.gate.set()
             ticker.join(10)
             wait_for(lambda: len(world._inbox) == 1, what="'y' to be queued")
             thread.join(0.5)
@@ -844,7 +851,7 @@ def test_a_command_is_not_said_applied_by_an_earlier_one_of_the_same_kind_and_ag
         [reply] = out
         assert reply["applied"] is True and len(world._inbox) == 0
     finally:
-        gate.set()
+        holder.gate.set()
         server.close()
         world.close()
 
@@ -982,23 +989,16 @@ def test_a_command_is_not_said_applied_by_a_tick_that_drained_before_its_post(st
     world = World(seed=1)
     world.spawn(sleeper, agent_id="sleeper")
     world.tick()
-    gate, in_tick, armed = threading.Event(), threading.Event(), []
-
-    def holds_the_tick(report, inputs):
-        if inputs and armed:
-            in_tick.set()
-            assert gate.wait(10)
-
-    world.observe(holds_the_tick)
+    holder = _TickHolder(world)  # observes before the server does
     server = ControlServer(world, state)
     real_send = world.send
     ticker = threading.Thread(target=world.tick)
 
     def send(agent, text):  # the tick drains "x" between the op's check and its post
         if text == "y":
-            armed.append(True)
+            holder.armed = True
             ticker.start()
-            assert in_tick.wait(10)
+            assert holder.in_tick.wait(10)
         return real_send(agent, text)
 
     world.send = send
@@ -1008,7 +1008,7 @@ def test_a_command_is_not_said_applied_by_a_tick_that_drained_before_its_post(st
         with ControlClient(state, timeout=10) as client:
             thread, out = _in_thread(lambda: client.request("send", agent="sleeper", text="y"))
             wait_for(lambda: len(server._posted) == 1, what="y to be watched")
-            gate.set()
+            holder.gate.set()
             ticker.join(10)
             thread.join(0.5)
             assert out == []
@@ -1016,7 +1016,7 @@ def test_a_command_is_not_said_applied_by_a_tick_that_drained_before_its_post(st
             thread.join(10)
         assert out[0]["applied"] is True
     finally:
-        gate.set()
+        holder.gate.set()
         server.close()
         world.close()
 
@@ -1028,29 +1028,22 @@ def test_an_answer_is_not_said_applied_by_a_tick_of_other_inputs(state):
     world.tick()
     world.tick()
     [(_a, prompt)] = world.hub.pending()
-    gate, in_tick, armed = threading.Event(), threading.Event(), []
-
-    def holds_the_tick(report, inputs):
-        if inputs and armed:
-            in_tick.set()
-            assert gate.wait(10)
-
-    world.observe(holds_the_tick)
+    holder = _TickHolder(world)  # observes before the server does
     server = ControlServer(world, state)
     ticker = threading.Thread(target=world.tick)
     try:
         server.start()
         world.send("sleeper", "x")
-        armed.append(True)
+        holder.armed = True
         ticker.start()
-        assert in_tick.wait(10)
+        assert holder.in_tick.wait(10)
         with ControlClient(state, timeout=10) as client:
             thread, out = _in_thread(
                 lambda: client.request("answer", request_id=prompt.id, value="ada")
             )
             wait_for(lambda: not world.hub.pending(), what="the hub to settle")
-            armed.clear()
-            gate.set()
+            holder.armed = False
+            holder.gate.set()
             ticker.join(10)
             thread.join(0.5)
             assert out == []  # the settlement is still queued
@@ -1058,7 +1051,7 @@ def test_an_answer_is_not_said_applied_by_a_tick_of_other_inputs(state):
             thread.join(10)
         assert out[0]["applied"] is True
     finally:
-        gate.set()
+        holder.gate.set()
         server.close()
         world.close()
 
