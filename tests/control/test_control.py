@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -720,6 +721,19 @@ def test_a_format_2_worlds_ended_agent_is_not_resumed_through_the_channel(state)
         world.close()
 
 
+@contextlib.contextmanager
+def _serving(world: World, state: Path, **options: Any) -> Iterator[ControlServer]:
+    """``world`` served on ``state`` (a `ControlServer` with ``options``); the server and
+    the world are closed at the end."""
+    server = ControlServer(world, state, **options)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+        world.close()
+
+
 def _in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
     """Run ``fn`` on a thread of its own; its result (or exception) lands in the list."""
     out: list[object] = []
@@ -742,9 +756,7 @@ def test_a_command_is_answered_once_a_tick_applied_it_so_the_next_one_sees_it(st
     world = World(seed=1)
     world.spawn(sleeper, agent_id="sleeper")
     world.tick()
-    server = ControlServer(world, state)
-    try:
-        server.start()
+    with _serving(world, state):
         with ControlClient(state, timeout=10) as client:
             for op, after in (("pause", StatusKind.PAUSED), ("resume", StatusKind.ACTIVE)):
                 thread, out = _in_thread(lambda op=op: client.request(op, agent="sleeper"))
@@ -760,9 +772,6 @@ def test_a_command_is_answered_once_a_tick_applied_it_so_the_next_one_sees_it(st
                     "applied": True,
                 }
                 assert world.status("sleeper").kind is after
-    finally:
-        server.close()
-        world.close()
 
 
 def test_an_answer_is_replied_to_once_the_agent_has_taken_it(state):
@@ -771,9 +780,7 @@ def test_an_answer_is_replied_to_once_the_agent_has_taken_it(state):
     world.tick()
     world.tick()
     [(_agent, prompt)] = world.hub.pending()
-    server = ControlServer(world, state)
-    try:
-        server.start()
+    with _serving(world, state):
         with ControlClient(state, timeout=10) as client:
             thread, out = _in_thread(
                 lambda: client.request("answer", request_id=prompt.id, value="ada")
@@ -784,26 +791,18 @@ def test_an_answer_is_replied_to_once_the_agent_has_taken_it(state):
             thread.join(10)
         assert out == [{"ok": True, "answered": prompt.id, "agent": "asker", "applied": True}]
         assert world.status("asker").kind is StatusKind.COMPLETE
-    finally:
-        server.close()
-        world.close()
 
 
 def test_a_command_no_tick_applies_in_time_is_answered_as_queued_and_still_applies(state):
     world = World(seed=1)
     world.spawn(sleeper, agent_id="sleeper")
     world.tick()
-    server = ControlServer(world, state, apply_timeout=0.05)
-    try:
-        server.start()
+    with _serving(world, state, apply_timeout=0.05):
         with ControlClient(state, timeout=10) as client:
             reply = client.request("pause", agent="sleeper")
         assert reply == {"ok": True, "agent": "sleeper", "seq": 2, "applied": False}
         world.tick()
         assert world.status("sleeper").kind is StatusKind.PAUSED
-    finally:
-        server.close()
-        world.close()
 
 
 class _TickHolder:
@@ -969,18 +968,13 @@ def test_a_format_2_resume_of_an_ended_agent_is_refused_with_a_pause_queued(stat
     for _ in range(4):
         world.tick()
     assert world.status("parent").kind is StatusKind.COMPLETE
-    server = ControlServer(world, state, apply_timeout=0.05)
-    try:
-        server.start()
+    with _serving(world, state, apply_timeout=0.05):
         with ControlClient(state, timeout=10) as client:
             assert client.request("pause", agent="parent")["applied"] is False
             with pytest.raises(ControlError, match="resume does nothing"):
                 client.request("resume", agent="parent")
         world.tick()
         assert world.status("parent.1").kind is StatusKind.PAUSED
-    finally:
-        server.close()
-        world.close()
 
 
 def test_a_command_is_not_said_applied_by_a_tick_that_drained_before_its_post(state):
@@ -1060,9 +1054,7 @@ def test_a_command_applied_second_in_its_tick_is_said_applied(state):
     world = World(seed=1)
     world.spawn(sleeper, agent_id="sleeper")
     world.tick()
-    server = ControlServer(world, state, apply_timeout=2)
-    try:
-        server.start()
+    with _serving(world, state, apply_timeout=2) as server:
         with ControlClient(state, timeout=10) as client:
             world.send("sleeper", "x")
             thread, out = _in_thread(lambda: client.request("pause", agent="sleeper"))
@@ -1071,9 +1063,6 @@ def test_a_command_applied_second_in_its_tick_is_said_applied(state):
             world.tick()
             thread.join(10)
         assert out[0]["applied"] is True
-    finally:
-        server.close()
-        world.close()
 
 
 def test_a_command_applied_before_its_reply_watches_for_it_is_said_applied(state):
@@ -1088,11 +1077,6 @@ def test_a_command_applied_before_its_reply_watches_for_it_is_said_applied(state
         return seq
 
     world.pause = pause
-    server = ControlServer(world, state, apply_timeout=2)
-    try:
-        server.start()
+    with _serving(world, state, apply_timeout=2):
         with ControlClient(state, timeout=10) as client:
             assert client.request("pause", agent="sleeper")["applied"] is True
-    finally:
-        server.close()
-        world.close()
