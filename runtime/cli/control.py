@@ -122,8 +122,10 @@ def cmd_respond(args: argparse.Namespace) -> int:
         reply = client.request("answer", request_id=prompt["id"], **fields)
     if args.json:
         print(json.dumps(reply))
-    else:
+    elif reply.get("applied", True):
         print(f"answered {reply['answered']} ({reply['agent']})")
+    else:  # settled at the hub: the agent takes it at the world's next tick
+        print(_queued(f"answer {reply['answered']} to", reply["agent"]))
     return 0
 
 

@@ -168,23 +168,25 @@ def cancel_prompt(world: World, request: dict[str, Any], stats: Stats) -> dict[s
 
 def send(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any]:
     """Give ``agent`` the message ``text`` (refused for an agent that has ended)."""
-    agent = field(request, "agent", str)
-    text = field(request, "text", str)
-    _refuse_no_op(world, agent, "send")
-    seq = world.send(agent, text)
-    return {"ok": True, "agent": agent, "seq": seq}
+    return steer(world, field(request, "agent", str), "send", text=field(request, "text", str))
 
 
 def _refuse_no_op(world: World, agent: str, op: str, queued: str | None = None) -> None:
     """Refuse a command that would do nothing to ``agent`` as it is now, or as ``queued``
-    will leave it: the last ``pause`` or ``resume`` of it posted and not yet applied by a
-    tick (a lockstep world's ticks wait for its lane work).
+    will leave it: the last ``pause``, ``resume`` or ``cancel`` reaching it posted and not
+    yet applied by a tick (a lockstep world's ticks wait for its lane work).
 
     Raises:
-        Refused: ``no_effect``: the agent has ended (any op), is not paused (``resume``)
-            or is paused already (``pause``), or the same is queued already.
+        Refused: ``no_effect``: the agent has ended or has a cancel queued (any op), is
+            not paused (``resume``) or is paused already (``pause``), or the same is
+            queued already.
         UnknownAgentError: there is no such agent.
     """
+    if queued == "cancel":
+        world.status(agent)  # an unknown agent is refused as such
+        if op == "cancel":
+            raise Refused("no_effect", f"agent {agent!r} has a cancel queued already")
+        raise Refused("no_effect", f"agent {agent!r} has a cancel queued: {op} does nothing")
     if queued is not None and op in ("pause", "resume"):
         kind = world.status(agent).kind  # an unknown agent is refused as such
         if queued == op:
@@ -234,12 +236,14 @@ def _command(name: str) -> Op:
     return command
 
 
-def steer(world: World, agent: str, op: str, queued: str | None = None) -> dict[str, Any]:
-    """``world.<op>(agent)`` for ``pause``, ``resume``, ``cancel`` or ``interrupt``, refused
-    when it would do nothing (counting ``queued``: see `_refuse_no_op`); the reply gives
-    the command's sequence number."""
+def steer(
+    world: World, agent: str, op: str, queued: str | None = None, *, text: str = ""
+) -> dict[str, Any]:
+    """``world.<op>(agent)`` for ``pause``, ``resume``, ``cancel`` or ``interrupt``, or
+    ``world.send(agent, text)`` for ``send``, refused when it would do nothing (counting
+    ``queued``: see `_refuse_no_op`); the reply gives the command's sequence number."""
     _refuse_no_op(world, agent, op, queued)
-    seq: int = getattr(world, op)(agent)
+    seq: int = world.send(agent, text) if op == "send" else getattr(world, op)(agent)
     return {"ok": True, "agent": agent, "seq": seq}
 
 

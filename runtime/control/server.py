@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from components import PromptSettled
-from runtime.control.ops import OPS, Op, Refused, error_reply, steer
+from runtime.control.ops import OPS, Op, Refused, error_reply, field, steer
 from runtime.control.state_dir import StateDir
 from runtime.control.wire import (
     FULL,
@@ -63,7 +63,9 @@ APPLY_TIMEOUT = 5.0
 # gaps); an answer's settlement is matched by its request id (unique while it is open).
 _COMMANDS = frozenset({"send", "pause", "resume", "cancel", "interrupt"})
 _SETTLING = frozenset({"answer", "cancel_prompt"})
-_PAUSING = frozenset({"pause", "resume"})
+# The commands that leave an agent and its subtree changed for the ones after them: each
+# later command is judged against the last of them still queued (see `_steer`).
+_QUEUEING = frozenset({"pause", "resume", "cancel"})
 
 
 class _Posted:
@@ -124,9 +126,10 @@ class ControlServer:
         self._replying: set[socket.socket] = set()  # connections taking their reply now
         self._posted: list[_Posted] = []  # commands whose replies wait for their tick
         self._applied_through = 0  # every input up to this sequence number is applied
-        # Each agent's last pause or resume posted here: (its seq, the op), until applied.
+        # The last pause, resume or cancel reaching each agent posted here: (its seq, the
+        # op), until applied.
         self._queued: dict[str, tuple[int, str]] = {}
-        self._steering = threading.Lock()  # a pause or resume judged and posted at a time
+        self._steering = threading.Lock()  # a command judged and posted at a time
         self._threads: list[threading.Thread] = []
         self.refused = 0  # requests that got an error reply (for tests and stats)
         self.accepted = 0  # connections accepted
@@ -401,8 +404,8 @@ class ControlServer:
                 self._posted.append(posted)
         try:
             agent = request.get("agent")
-            if op in _PAUSING and isinstance(agent, str):
-                reply = self._pause_or_resume(op, agent)
+            if op in _COMMANDS and isinstance(agent, str):
+                reply = self._steer(op, agent, request)
             else:
                 reply = handler(self.world, request, self._stats)
             if self.world.lockstep:
@@ -430,25 +433,32 @@ class ControlServer:
                 with self._clients_lock, contextlib.suppress(ValueError):
                     self._posted.remove(posted)
 
-    def _pause_or_resume(self, op: str, agent: str) -> dict[str, Any]:
-        """``pause`` or ``resume`` of ``agent``, judged (would it do nothing?) against the
-        last of the two this server posted for it that no tick has applied yet, if any: a
-        lockstep world applies commands only once its lane work is done, and a ``resume``
-        right after a ``pause`` found the agent not paused yet. One at a time: two clients'
-        are judged one after the other."""
+    def _steer(self, op: str, agent: str, request: dict[str, Any]) -> dict[str, Any]:
+        """A command to ``agent``, judged (would it do nothing?) against the last ``pause``,
+        ``resume`` or ``cancel`` reaching it that this server posted and no tick has
+        applied yet, if any: a lockstep world applies commands only once its lane work is
+        done, and a ``resume`` right after a ``pause`` found the agent not paused yet, a
+        ``pause`` after a ``cancel`` found it live. One at a time: two clients' are judged
+        one after the other."""
+        text = field(request, "text", str) if op == "send" else ""
         with self._steering:
             with self._clients_lock:
                 last = self._queued.get(agent)
                 queued = None if last is None or last[0] <= self._applied_through else last[1]
-            reply = steer(self.world, agent, op, queued)
-            # It reaches the agent's subtree: what is queued for each agent below is it too.
+            reply = steer(self.world, agent, op, queued, text=text)
+            if op not in _QUEUEING:
+                return reply
+            # It reaches the agent's subtree: what is queued for each agent below is it too,
+            # but for a cancel queued there, which nothing after it undoes.
             below = [agent]
             for at in below:
                 with contextlib.suppress(UnknownAgentError):
                     below.extend(self.world.children(at))
+            queue = self._queued
             with self._clients_lock:
                 for each in below:
-                    self._queued[each] = (reply["seq"], op)
+                    if op == "cancel" or queue.get(each, (0, op))[1] != "cancel":
+                        queue[each] = (reply["seq"], op)
             return reply
 
     # -- subscriptions -------------------------------------------------------------------

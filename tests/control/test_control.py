@@ -913,17 +913,27 @@ def test_the_cli_says_when_a_command_is_queued_but_not_yet_applied(monkeypatch, 
             pass
 
         def request(self, op: str, **fields: object) -> dict[str, object]:
-            return {"ok": True, "agent": fields["agent"], "applied": self.applied}
+            if op == "prompts":
+                return {"ok": True, "prompts": [{"id": "a1/t1/p1", "agent": "a1", "kind": "text"}]}
+            if op == "answer":
+                fields = {"agent": "a1", "answered": fields["request_id"]}
+            return {"ok": True, **fields, "applied": self.applied}
 
     for applied in (True, False):
         monkeypatch.setattr(control, "_client", lambda args, applied=applied: Client(applied))
         control.cmd_steer(argparse.Namespace(op="pause", agent="a1"))
         control.cmd_send(argparse.Namespace(agent="a1", text="hi"))
+        control.cmd_respond(
+            argparse.Namespace(
+                id="a1", value="yes", choice=None, approve=False, deny=False, json=False
+            )
+        )
     out = capsys.readouterr().out.splitlines()
-    assert out[:2] == ["paused a1", "sent to a1"]
-    assert out[2:] == [
+    assert out[:3] == ["paused a1", "sent to a1", "answered a1/t1/p1 (a1)"]
+    assert out[3:] == [
         "pause a1: queued; the world has not applied it yet",
         "send to a1: queued; the world has not applied it yet",
+        "answer a1/t1/p1 to a1: queued; the world has not applied it yet",
     ]
 
 
@@ -954,6 +964,47 @@ def test_a_parents_queued_resume_is_queued_for_its_subtree_too(state):
             client.request("pause", agent=c)
         world.tick()
         assert world.status(c).kind is StatusKind.PAUSED
+    finally:
+        server.close()
+        world.close()
+
+
+def test_a_command_after_a_queued_cancel_is_refused(state):
+    # A cancel ends the agent and its subtree for good: a pause, resume, send or interrupt
+    # after one still queued does nothing, and was taken ("ok") all the same.
+    world = World(seed=1)
+    world.spawn(_parent_of_a_sleeper, agent_id="p")
+    for _ in range(4):
+        world.tick()
+    [c] = world.children("p")
+    server = ControlServer(world, state, apply_timeout=0.05)  # nothing ticks: all stay queued
+    try:
+        server.start()
+        with ControlClient(state, timeout=10) as client:
+            client.request("pause", agent=c)
+            assert client.request("cancel", agent=c)["applied"] is False
+            for op, fields in [
+                ("pause", {}),
+                ("interrupt", {}),
+                ("send", {"text": "hi"}),
+                ("resume", {}),  # (the pause before the cancel is no longer what is queued)
+            ]:
+                with pytest.raises(ControlError, match=f"'{c}' has a cancel queued: {op} does"):
+                    client.request(op, agent=c, **fields)
+            with pytest.raises(ControlError, match=f"'{c}' has a cancel queued already"):
+                client.request("cancel", agent=c)
+            # The parent's pause reaches c too, but the cancel queued there stays what
+            # counts: a resume of c after it would do nothing either.
+            client.request("pause", agent="p")
+            with pytest.raises(ControlError, match=f"'{c}' has a cancel queued: resume does"):
+                client.request("resume", agent=c)
+            client.request("resume", agent="p")  # the parent's is taken: p is live
+        world.tick()
+        assert world.status(c).kind is StatusKind.CANCELLED
+        assert world.status("p").kind is StatusKind.ACTIVE
+        with ControlClient(state, timeout=10) as client:  # applied: judged by its status
+            with pytest.raises(ControlError, match=f"'{c}' is cancelled: pause does nothing"):
+                client.request("pause", agent=c)
     finally:
         server.close()
         world.close()
