@@ -106,8 +106,9 @@ class AgentAPI:
             BehaviorNotFound: ``behavior`` is a name that does not resolve.
             ConfigError: ``agent_id`` is taken, malformed or of the form kept for children
                 (``<id>.<n>``), ``message`` is not a JSON value while a journal records the
-                world (a tuple is taken as a list), a component is not one, ``name`` is
-                not a string or ``interactive`` not a bool.
+                world (a tuple is taken as a list), a component is not one (or is refused
+                as by ``add_entity``), ``name`` is not a string or ``interactive`` not a
+                bool.
             WorldClosedError: the world is closed.
         """
         self._check_open()

@@ -187,9 +187,11 @@ class HostECS:
             self.rng = random.Random(f"{self.state.seed}/systems")
         return self.rng
 
-    def register_type(self, cls: type) -> None:
-        """Know ``cls`` by name, so a journal's components of that type decode."""
-        self.types.setdefault(type_name(cls), cls)
+    def register_type(self, cls: type) -> type:
+        """Know ``cls`` by name, so a journal's components of that type decode; returns the
+        class known by that name (another, when one came first: a journal could not tell
+        the two apart)."""
+        return self.types.setdefault(type_name(cls), cls)
 
     def resolve(self, comp: Any) -> Any:
         """The component an input's ``comp`` stands for (a journal's `ComponentData`, or a

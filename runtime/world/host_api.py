@@ -19,7 +19,7 @@ from runtime.errors import ConfigError
 from runtime.lane.values import shown
 from runtime.world.context import SystemContext
 from runtime.world.host import HostECS, HostSystem
-from runtime.world.host_data import check_components, field_names, is_builtin
+from runtime.world.host_data import check_components, field_names, is_builtin, type_name
 from runtime.world.inputs import AddEntity, Inbox
 from runtime.world.state import WorldState
 from runtime.world.values import NotJSON, json_value
@@ -84,8 +84,10 @@ class HostAPI:
         comps = check_components(arg, components)
         host = self._host
         for index, comp in enumerate(comps):
-            host.register_type(type(comp))
+            known = host.register_type(type(comp))
             if self._journal is not None:
+                if known is not type(comp):
+                    raise ConfigError(_same_name(f"`{arg}[{index}]`", type(comp)))
                 values = {name: getattr(comp, name) for name in field_names(type(comp))}
                 try:
                     json_value(values)
@@ -118,7 +120,8 @@ class HostAPI:
 
         Raises:
             ConfigError: a component is not a dataclass instance, is built-in, repeats a
-                type, or has non-JSON fields while a journal records the world.
+                type, or, while a journal records the world, has non-JSON fields or is of a
+                class named as another the world knows (``module:qualname``).
             WorldClosedError: the world is closed.
         """
         self._check_open()
@@ -224,11 +227,16 @@ class HostAPI:
 
     def register_component(self, *types: type) -> None:
         """Know these component types by name, so a journal's components of them decode
-        (types that import by ``module:qualname`` need no registering)."""
+        (types that import by ``module:qualname`` need no registering).
+
+        Raises:
+            ConfigError: one is not a class, or another class of its name is known here.
+        """
         for cls in types:
             if not isinstance(cls, type):
                 raise ConfigError(f"`types` must be classes, got {cls!r}")
-            self._host.register_type(cls)
+            if self._host.register_type(cls) is not cls:
+                raise ConfigError(_same_name("`types`", cls))
 
     def query(self, *types: type) -> list[tuple[int, tuple[Any, ...]]]:
         """Entities with host components having every one of ``types``, ordered by id, as
@@ -251,6 +259,15 @@ class HostAPI:
                 )
         with self._lock:
             return self._host.query_copies(types)
+
+
+def _same_name(where: str, cls: type) -> str:
+    """Why ``cls`` cannot be recorded: another class of this world has its name."""
+    return (
+        f"{where} is a class named {type_name(cls)!r}, and so is another this world"
+        " knows: a journal names a component type by `module:qualname`, so it could not"
+        " tell them apart (a class made by a factory, or a module reloaded?)"
+    )
 
 
 def _changed_by_json(value: Any, where: str) -> str | None:

@@ -779,6 +779,42 @@ def test_a_component_field_a_journal_would_give_back_changed_is_refused(tmp_path
         assert world.add_entity(Bag(["a", "x"])) == HOST_IDS_START  # a list is kept as is
 
 
+def _made_position() -> type:
+    """A class made anew at each call, all named alike (a factory's, a reloaded module's)."""
+
+    @dataclass
+    class Spot:
+        x: int
+
+    return Spot
+
+
+def test_a_second_class_of_a_recorded_components_name_is_refused(tmp_path, make_world):
+    # A journal names a component type by `module:qualname`: the second class was taken
+    # and its components recorded under the first's name, so the replay rebuilt them as
+    # the first class (the world's registry kept the first and ignored the second).
+    first, second = _made_position(), _made_position()
+    assert first.__qualname__ == second.__qualname__ and first is not second
+    with World(seed=1, clock=ManualClock(), journal=Journal.create(tmp_path / "run.db")) as world:
+        world.add_entity(first(1))
+        world.add_entity(first(2))  # the same class again is fine
+        name = "tests.world.test_host:_made_position.<locals>.Spot"
+        with pytest.raises(ConfigError, match=rf"`components\[0\]` is a class named '{name}'"):
+            world.add_entity(second(3))
+        with pytest.raises(ConfigError, match=rf"`components\[1\]` is a class named '{name}'"):
+            world.spawn(sleeper, components=[Position(0, 0), second(3)])
+        with pytest.raises(ConfigError, match=rf"`types` is a class named '{name}'"):
+            world.register_component(second)
+        world.register_component(first)
+        world.tick()
+        assert [c for _e, (c,) in world.query(first)] == [first(1), first(2)]
+    # Without a journal nothing is recorded by name: two such classes live side by side.
+    world = make_world()
+    world.add_entity(first(1), second(2))
+    world.tick()
+    assert world.query(first, second)[0][1] == (first(1), second(2))
+
+
 def test_the_resources_actions_are_refused_as_host_actions(make_world):
     # Accepted, a handler for `Use` was never called once a Resource existed: the step
     # takes the resources' actions first.
