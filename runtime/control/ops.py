@@ -171,10 +171,11 @@ def send(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any]:
     return steer(world, field(request, "agent", str), "send", text=field(request, "text", str))
 
 
-def _refuse_no_op(world: World, agent: str, op: str, queued: str | None = None) -> None:
-    """Refuse a command that would do nothing to ``agent`` as it is now, or as ``queued``
-    will leave it: the last ``pause``, ``resume`` or ``cancel`` reaching it posted and not
-    yet applied by a tick (a lockstep world's ticks wait for its lane work).
+def _refuse_no_op(world: World, agent: str, op: str) -> None:
+    """Refuse a command that would do nothing to ``agent`` as it is now, or as the commands
+    queued will leave it (`World.queued_command`: a ``pause``, ``resume`` or ``cancel``
+    reaching it, posted and not yet applied by a tick; a lockstep world's ticks wait for
+    its lane work).
 
     Raises:
         Refused: ``no_effect``: the agent has ended or has a cancel queued (any op), is
@@ -182,13 +183,13 @@ def _refuse_no_op(world: World, agent: str, op: str, queued: str | None = None) 
             queued already.
         UnknownAgentError: there is no such agent.
     """
+    queued = world.queued_command(agent)  # an unknown agent is refused as such
     if queued == "cancel":
-        world.status(agent)  # an unknown agent is refused as such
         if op == "cancel":
             raise Refused("no_effect", f"agent {agent!r} has a cancel queued already")
         raise Refused("no_effect", f"agent {agent!r} has a cancel queued: {op} does nothing")
     if queued is not None and op in ("pause", "resume"):
-        kind = world.status(agent).kind  # an unknown agent is refused as such
+        kind = world.status(agent).kind
         if queued == op:
             raise Refused("no_effect", f"agent {agent!r} has a {op} queued already")
         if not (op == "resume" and kind.is_terminal and world.journal_format < 3):
@@ -236,13 +237,12 @@ def _command(name: str) -> Op:
     return command
 
 
-def steer(
-    world: World, agent: str, op: str, queued: str | None = None, *, text: str = ""
-) -> dict[str, Any]:
+def steer(world: World, agent: str, op: str, *, text: str = "") -> dict[str, Any]:
     """``world.<op>(agent)`` for ``pause``, ``resume``, ``cancel`` or ``interrupt``, or
     ``world.send(agent, text)`` for ``send``, refused when it would do nothing (counting
-    ``queued``: see `_refuse_no_op`); the reply gives the command's sequence number."""
-    _refuse_no_op(world, agent, op, queued)
+    the commands queued: see `_refuse_no_op`); the reply gives the command's sequence
+    number."""
+    _refuse_no_op(world, agent, op)
     seq: int = world.send(agent, text) if op == "send" else getattr(world, op)(agent)
     return {"ok": True, "agent": agent, "seq": seq}
 

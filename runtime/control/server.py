@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from components import PromptSettled
-from runtime.control.ops import OPS, Op, Refused, error_reply, field, steer
+from runtime.control.ops import OPS, Op, Refused, error_reply
 from runtime.control.state_dir import StateDir
 from runtime.control.wire import (
     FULL,
@@ -63,9 +63,6 @@ APPLY_TIMEOUT = 5.0
 # gaps); an answer's settlement is matched by its request id (unique while it is open).
 _COMMANDS = frozenset({"send", "pause", "resume", "cancel", "interrupt"})
 _SETTLING = frozenset({"answer", "cancel_prompt"})
-# The commands that leave an agent and its subtree changed for the ones after them: each
-# later command is judged against the last of them still queued (see `_steer`).
-_QUEUEING = frozenset({"pause", "resume", "cancel"})
 
 
 class _Posted:
@@ -126,9 +123,6 @@ class ControlServer:
         self._replying: set[socket.socket] = set()  # connections taking their reply now
         self._posted: list[_Posted] = []  # commands whose replies wait for their tick
         self._applied_through = 0  # every input up to this sequence number is applied
-        # The last pause, resume or cancel reaching each agent posted here: (its seq, the
-        # op), until applied.
-        self._queued: dict[str, tuple[int, str]] = {}
         self._steering = threading.Lock()  # a command judged and posted at a time
         self._threads: list[threading.Thread] = []
         self.refused = 0  # requests that got an error reply (for tests and stats)
@@ -403,9 +397,11 @@ class ControlServer:
             with self._clients_lock:
                 self._posted.append(posted)
         try:
-            agent = request.get("agent")
-            if op in _COMMANDS and isinstance(agent, str):
-                reply = self._steer(op, agent, request)
+            if op in _COMMANDS:
+                # Judged against what is queued, and posted, one at a time: two clients'
+                # commands are judged one after the other.
+                with self._steering:
+                    reply = handler(self.world, request, self._stats)
             else:
                 reply = handler(self.world, request, self._stats)
             if self.world.lockstep:
@@ -432,34 +428,6 @@ class ControlServer:
             if posted is not None:
                 with self._clients_lock, contextlib.suppress(ValueError):
                     self._posted.remove(posted)
-
-    def _steer(self, op: str, agent: str, request: dict[str, Any]) -> dict[str, Any]:
-        """A command to ``agent``, judged (would it do nothing?) against the last ``pause``,
-        ``resume`` or ``cancel`` reaching it that this server posted and no tick has
-        applied yet, if any: a lockstep world applies commands only once its lane work is
-        done, and a ``resume`` right after a ``pause`` found the agent not paused yet, a
-        ``pause`` after a ``cancel`` found it live. One at a time: two clients' are judged
-        one after the other."""
-        text = field(request, "text", str) if op == "send" else ""
-        with self._steering:
-            with self._clients_lock:
-                last = self._queued.get(agent)
-                queued = None if last is None or last[0] <= self._applied_through else last[1]
-            reply = steer(self.world, agent, op, queued, text=text)
-            if op not in _QUEUEING:
-                return reply
-            # It reaches the agent's subtree: what is queued for each agent below is it too,
-            # but for a cancel queued there, which nothing after it undoes.
-            below = [agent]
-            for at in below:
-                with contextlib.suppress(UnknownAgentError):
-                    below.extend(self.world.children(at))
-            queue = self._queued
-            with self._clients_lock:
-                for each in below:
-                    if op == "cancel" or queue.get(each, (0, op))[1] != "cancel":
-                        queue[each] = (reply["seq"], op)
-            return reply
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -505,10 +473,7 @@ class ControlServer:
         # The tick thread, at the end of a tick: what it applied lets replies go. Inputs
         # come in sequence order, without gaps: the last one's number is the new mark.
         with self._clients_lock:
-            mark = self._applied_through = max(self._applied_through, inputs[-1][0])
-            if self._queued:
-                for agent in [a for a, (seq, _op) in self._queued.items() if seq <= mark]:
-                    del self._queued[agent]
+            self._applied_through = max(self._applied_through, inputs[-1][0])
             for posted in self._posted:
                 if posted.request_id:
                     if not any(

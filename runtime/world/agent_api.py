@@ -305,6 +305,35 @@ class AgentAPI:
         self._checked(agent_id)
         return []
 
+    def queued_command(self, agent_id: str) -> str | None:
+        """What the commands posted and not yet applied by a tick will leave of the agent:
+        ``"cancel"`` when a ``cancel`` of it or of an agent above it is queued (nothing
+        after it undoes it), else ``"pause"`` or ``"resume"``, the last of those queued
+        for it or above it, else None. A command judged by the agent's status alone would
+        miss them (the control channel refuses one that would do nothing by both).
+
+        Raises:
+            UnknownAgentError: no agent has that id.
+        """
+        with self._lock:  # no tick is taking inputs out of the inbox meanwhile
+            queued = self._inbox.queued()
+            records = self._state.records
+            reach = {agent_id}
+            rec = records.get(agent_id)
+            held = rec is not None
+            while rec is not None and (parent := rec.agent.parent) is not None:
+                reach.add(parent)
+                rec = records.get(parent)
+        if not held:
+            self._checked(agent_id)  # a spawn pending has nobody above it yet
+        last: str | None = None
+        for _seq, item in queued:
+            if isinstance(item, CancelAgent | PauseAgent | ResumeAgent) and item.agent_id in reach:
+                if isinstance(item, CancelAgent):
+                    return "cancel"
+                last = "pause" if isinstance(item, PauseAgent) else "resume"
+        return last
+
     def history(self, agent_id: str) -> list[Entry]:
         """A copy of the agent's history."""
         with self._lock:

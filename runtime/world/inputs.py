@@ -246,5 +246,11 @@ class Inbox:
         self._held = items[count:]
         return items[:count]
 
+    def queued(self) -> list[tuple[int, object]]:
+        """The inputs put and not yet handed out, in sequence order (a copy). Call it
+        under the lock the drains are taken under (the world's, `World._lock`), or an
+        input being drained is in neither list."""
+        return sorted([*self._held, *self._arrived])
+
     def __len__(self) -> int:
         return len(self._arrived) + len(self._held)

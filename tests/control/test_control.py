@@ -1010,6 +1010,34 @@ def test_a_command_after_a_queued_cancel_is_refused(state):
         world.close()
 
 
+def test_a_command_is_judged_against_what_the_host_queued_too(state):
+    # The host's own pause (world.pause, not through the channel) was not counted: a
+    # resume right after it was refused as the agent was not paused yet, and the agent
+    # then stayed paused; a pause after the host's cancel was taken and did nothing.
+    world = World(seed=1)
+    world.spawn(_parent_of_a_sleeper, agent_id="p")
+    for _ in range(4):
+        world.tick()
+    [c] = world.children("p")
+    server = ControlServer(world, state, apply_timeout=0.05)  # nothing ticks: all stay queued
+    try:
+        server.start()
+        world.pause("p")
+        with ControlClient(state, timeout=10) as client:
+            with pytest.raises(ControlError, match=f"'{c}' has a pause queued already"):
+                client.request("pause", agent=c)
+            assert client.request("resume", agent="p")["applied"] is False
+            world.cancel(c)
+            with pytest.raises(ControlError, match=f"'{c}' has a cancel queued: pause does"):
+                client.request("pause", agent=c)
+        world.tick()
+        assert world.status("p").kind is StatusKind.ACTIVE
+        assert world.status(c).kind is StatusKind.CANCELLED
+    finally:
+        server.close()
+        world.close()
+
+
 def test_a_format_2_resume_of_an_ended_agent_is_refused_with_a_pause_queued(state):
     # Format 2 resumes no ended agent's subtree: taking the resume as undoing the queued
     # pause said ok to a command that does nothing. (A review's reproduction.)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from runtime import (
     Ask,
     InteractionRequest,
@@ -12,6 +14,7 @@ from runtime import (
     Spawn,
     StatusKind,
     Think,
+    UnknownAgentError,
 )
 from tests.conftest import wait_for
 
@@ -320,3 +323,40 @@ def test_the_links_kept_for_released_agents_go_once_nothing_held_is_below_them(m
     world.tick()
     world.forget(leaf)  # cancelled: the last agent held below the released one goes
     assert (state.released_up, state.orphan_up, state.below) == ({}, {}, {})
+
+
+def _parent(turn):
+    yield Spawn(_napper, "below")
+    yield Sleep(3600)
+
+
+def _napper(turn):
+    yield Sleep(3600)
+
+
+def test_queued_command_says_what_the_commands_not_yet_applied_leave_of_an_agent(make_world):
+    # What a control channel judges a command by, posted by any thread: a resume after a
+    # pause not applied yet is not a no-op, nor is a pause after a cancel a live agent's.
+    world = make_world()
+    world.spawn(_parent, agent_id="p")
+    for _ in range(3):
+        world.tick()
+    [child] = world.children("p")
+    assert world.queued_command(child) is None
+    world.pause(child)
+    assert world.queued_command(child) == "pause"
+    world.resume("p")  # reaches the child: the last one queued counts
+    assert (world.queued_command(child), world.queued_command("p")) == ("resume", "resume")
+    world.send(child, "hi")  # not a pause, resume or cancel
+    assert world.queued_command(child) == "resume"
+    world.cancel("p")
+    world.pause(child)  # nothing after a cancel undoes it
+    assert (world.queued_command(child), world.queued_command("p")) == ("cancel", "cancel")
+    world.tick()  # applied: nothing is queued any more
+    assert world.queued_command(child) is None
+    assert world.status(child).kind is StatusKind.CANCELLED
+    with pytest.raises(UnknownAgentError, match="nobody"):
+        world.queued_command("nobody")
+    pending = world.spawn(_napper, agent_id="later")  # a spawn pending has a queue too
+    world.pause(pending)
+    assert world.queued_command(pending) == "pause"
