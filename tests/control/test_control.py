@@ -943,10 +943,11 @@ def _parent_of_a_sleeper(turn):
     return "done"
 
 
-def test_a_parents_queued_resume_is_queued_for_its_subtree_too(state):
-    # A pause or resume reaches the subtree: judging the child's next pause against the
-    # child's own older entry refused it ("has a pause queued already") though the
-    # parent's resume, queued after, will have resumed it. (A review's reproduction.)
+@contextlib.contextmanager
+def _parent_and_child(state: Path) -> Iterator[tuple[World, str]]:
+    """A world ticked by hand with agent ``p`` and its child, both live, served on
+    ``state``: nothing ticks unless the test does, so every command stays queued (its
+    reply says so after 0.05 s)."""
     world = World(seed=1)
     world.spawn(_parent_of_a_sleeper, agent_id="p")
     for _ in range(4):
@@ -954,32 +955,27 @@ def test_a_parents_queued_resume_is_queued_for_its_subtree_too(state):
     [c] = world.children("p")
     assert world.status("p").kind is StatusKind.ACTIVE
     assert world.status(c).kind is StatusKind.ACTIVE
-    server = ControlServer(world, state, apply_timeout=0.05)  # nothing ticks: all stay queued
-    try:
-        server.start()
-        with ControlClient(state, timeout=10) as client:
-            client.request("pause", agent=c)
-            client.request("pause", agent="p")
-            client.request("resume", agent="p")  # resumes the subtree, c included
-            client.request("pause", agent=c)
+    with _serving(world, state, apply_timeout=0.05):
+        yield world, c
+
+
+def test_a_parents_queued_resume_is_queued_for_its_subtree_too(state):
+    # A pause or resume reaches the subtree: judging the child's next pause against the
+    # child's own older entry refused it ("has a pause queued already") though the
+    # parent's resume, queued after, will have resumed it. (A review's reproduction.)
+    with _parent_and_child(state) as (world, c), ControlClient(state, timeout=10) as client:
+        client.request("pause", agent=c)
+        client.request("pause", agent="p")
+        client.request("resume", agent="p")  # resumes the subtree, c included
+        client.request("pause", agent=c)
         world.tick()
         assert world.status(c).kind is StatusKind.PAUSED
-    finally:
-        server.close()
-        world.close()
 
 
 def test_a_command_after_a_queued_cancel_is_refused(state):
     # A cancel ends the agent and its subtree for good: a pause, resume, send or interrupt
     # after one still queued does nothing, and was taken ("ok") all the same.
-    world = World(seed=1)
-    world.spawn(_parent_of_a_sleeper, agent_id="p")
-    for _ in range(4):
-        world.tick()
-    [c] = world.children("p")
-    server = ControlServer(world, state, apply_timeout=0.05)  # nothing ticks: all stay queued
-    try:
-        server.start()
+    with _parent_and_child(state) as (world, c):
         with ControlClient(state, timeout=10) as client:
             client.request("pause", agent=c)
             assert client.request("cancel", agent=c)["applied"] is False
@@ -1005,23 +1001,13 @@ def test_a_command_after_a_queued_cancel_is_refused(state):
         with ControlClient(state, timeout=10) as client:  # applied: judged by its status
             with pytest.raises(ControlError, match=f"'{c}' is cancelled: pause does nothing"):
                 client.request("pause", agent=c)
-    finally:
-        server.close()
-        world.close()
 
 
 def test_a_command_is_judged_against_what_the_host_queued_too(state):
     # The host's own pause (world.pause, not through the channel) was not counted: a
     # resume right after it was refused as the agent was not paused yet, and the agent
     # then stayed paused; a pause after the host's cancel was taken and did nothing.
-    world = World(seed=1)
-    world.spawn(_parent_of_a_sleeper, agent_id="p")
-    for _ in range(4):
-        world.tick()
-    [c] = world.children("p")
-    server = ControlServer(world, state, apply_timeout=0.05)  # nothing ticks: all stay queued
-    try:
-        server.start()
+    with _parent_and_child(state) as (world, c):
         world.pause("p")
         with ControlClient(state, timeout=10) as client:
             with pytest.raises(ControlError, match=f"'{c}' has a pause queued already"):
@@ -1033,9 +1019,6 @@ def test_a_command_is_judged_against_what_the_host_queued_too(state):
         world.tick()
         assert world.status("p").kind is StatusKind.ACTIVE
         assert world.status(c).kind is StatusKind.CANCELLED
-    finally:
-        server.close()
-        world.close()
 
 
 def test_a_format_2_resume_of_an_ended_agent_is_refused_with_a_pause_queued(state):
