@@ -172,38 +172,66 @@ def send(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any]:
 
 
 def _refuse_no_op(world: World, agent: str, op: str) -> None:
-    """Refuse a command that would do nothing to ``agent`` as it is now, or as the commands
-    queued will leave it (`World.queued_command`: a ``pause``, ``resume`` or ``cancel``
-    reaching it, posted and not yet applied by a tick; a lockstep world's ticks wait for
-    its lane work).
+    """Refuse a command that would surely do nothing to ``agent``, judged by its status
+    and by the pauses, resumes and cancels queued before it (`World.queued_commands`:
+    posted by anyone, not yet applied by a tick; a lockstep world's ticks wait for its
+    lane work).
+
+    Its own are followed from its status, as the ticks will apply them. One queued for an
+    agent above it leaves the outcome open (what it does here depends on how the tick
+    finds that agent), and then only an end is sure: refusing a command that would have
+    acted (the agent left paused) is worse than taking one that does nothing.
 
     Raises:
-        Refused: ``no_effect``: the agent has ended or has a cancel queued (any op), is
-            not paused (``resume``) or is paused already (``pause``), or the same is
-            queued already.
+        Refused: ``no_effect``: the agent has ended or has a cancel of its own queued
+            (any op), is not paused (``resume``) or is paused already (``pause``), or the
+            same is queued already.
         UnknownAgentError: there is no such agent.
     """
-    queued = world.queued_command(agent)  # an unknown agent is refused as such
-    if queued == "cancel":
+    # The queue first: a tick applying some of it meanwhile shows in the status read next,
+    # and following a command twice leaves what following it once does.
+    queued = world.queued_commands(agent)
+    status = world.status(agent).kind
+    own = [queued_op for queued_op, target in queued if target == agent]
+    above = len(own) < len(queued)
+    if not status.is_terminal and "cancel" in own:  # it ends, whatever comes between
         if op == "cancel":
             raise Refused("no_effect", f"agent {agent!r} has a cancel queued already")
+        if op in ("pause", "resume") and world.journal_format < 3:
+            return  # format 2's cancel leaves agents below an ended child live
         raise Refused("no_effect", f"agent {agent!r} has a cancel queued: {op} does nothing")
-    if queued is not None and op in ("pause", "resume"):
-        kind = world.status(agent).kind
-        if queued == op:
-            raise Refused("no_effect", f"agent {agent!r} has a {op} queued already")
-        if not (op == "resume" and kind.is_terminal and world.journal_format < 3):
-            return  # it undoes the queued one (format 2 resumes no ended agent's subtree)
-    status = world.status(agent).kind
     if status.is_terminal:
-        if op in ("pause", "resume") and _reaches_below(world, agent, op):
-            return  # an ended agent's pause or resume acts on its subtree
+        if op in ("pause", "resume") and not above:  # what it does is below the agent
+            last = next((o for o in reversed(own) if o != "cancel"), None)
+            if last == op:
+                raise Refused("no_effect", f"agent {agent!r} has a {op} queued already")
+            if last is None and _reaches_below(world, agent, op):
+                return
+            # It undoes the queued one below the agent (format 2 resumes no ended agent's
+            # subtree).
+            if (
+                last is not None
+                and world.children(agent)
+                and not (op == "resume" and world.journal_format < 3)
+            ):
+                return
+        elif op in ("pause", "resume"):
+            return  # one above reaches below it too: which lands last is the ticks' to say
         raise Refused("no_effect", f"agent {agent!r} is {status.value}: {op} does nothing")
-    if op == "resume" and status is not StatusKind.PAUSED:
+    if above:
+        return  # whether it is paused then is the ticks' to say
+    paused, last = status is StatusKind.PAUSED, None
+    for queued_op in own:  # pauses and resumes only: a cancel was taken above
+        paused, last = queued_op == "pause", queued_op
+    if op == "resume" and not paused:
+        if last == "resume":
+            raise Refused("no_effect", f"agent {agent!r} has a resume queued already")
         raise Refused(
             "no_effect", f"agent {agent!r} is {status.value}, not paused: nothing to resume"
         )
-    if op == "pause" and status is StatusKind.PAUSED:
+    if op == "pause" and paused:
+        if last == "pause":
+            raise Refused("no_effect", f"agent {agent!r} has a pause queued already")
         raise Refused("no_effect", f"agent {agent!r} is paused already")
 
 

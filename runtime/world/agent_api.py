@@ -46,6 +46,9 @@ from runtime.world.values import NotJSON, json_value
 
 __all__ = ["AgentAPI"]
 
+# The commands that change what later ones find (`queued_commands`): input type -> op.
+_STEERING: dict[type, str] = {PauseAgent: "pause", ResumeAgent: "resume", CancelAgent: "cancel"}
+
 
 class AgentAPI:
     """The commands and reads of a `World` (mixed into it, after the mixins that provide
@@ -305,34 +308,39 @@ class AgentAPI:
         self._checked(agent_id)
         return []
 
-    def queued_command(self, agent_id: str) -> str | None:
-        """What the commands posted and not yet applied by a tick will leave of the agent:
-        ``"cancel"`` when a ``cancel`` of it or of an agent above it is queued (nothing
-        after it undoes it), else ``"pause"`` or ``"resume"``, the last of those queued
-        for it or above it, else None. A command judged by the agent's status alone would
-        miss them (the control channel refuses one that would do nothing by both).
+    def queued_commands(self, agent_id: str) -> list[tuple[str, str]]:
+        """The ``pause``, ``resume`` and ``cancel`` commands posted and not yet applied by
+        a tick that name the agent or an agent above it, in the order they will apply,
+        as ``(op, agent id)``. Until a tick applies them ``status`` shows the agent as it
+        was; whether one above it acts on it depends on how the tick finds that agent
+        (the control channel judges a command by both: `runtime.control.ops`).
+
+        Agents above are followed as the world follows them, through released ones, and
+        never to a new agent that took a released one's id.
 
         Raises:
             UnknownAgentError: no agent has that id.
         """
         with self._lock:  # no tick is taking inputs out of the inbox meanwhile
             queued = self._inbox.queued()
-            records = self._state.records
-            reach = {agent_id}
+            state = self._state
+            records = state.records
             rec = records.get(agent_id)
-            held = rec is not None
-            while rec is not None and (parent := rec.agent.parent) is not None:
-                reach.add(parent)
-                rec = records.get(parent)
-        if not held:
+            reach = {agent_id}
+            if rec is not None:
+                ordinal, parent = rec.ordinal, rec.agent.parent
+                while (link := state.parent_link(ordinal, parent)) is not None:
+                    above = records.get(parent) if parent is not None else None
+                    if above is not None and above.ordinal == link[0]:
+                        reach.add(above.agent.id)  # held, not a new agent under a released id
+                    ordinal, parent = link
+        if rec is None:
             self._checked(agent_id)  # a spawn pending has nobody above it yet
-        last: str | None = None
+        found = []
         for _seq, item in queued:
-            if isinstance(item, CancelAgent | PauseAgent | ResumeAgent) and item.agent_id in reach:
-                if isinstance(item, CancelAgent):
-                    return "cancel"
-                last = "pause" if isinstance(item, PauseAgent) else "resume"
-        return last
+            if isinstance(item, PauseAgent | ResumeAgent | CancelAgent) and item.agent_id in reach:
+                found.append((_STEERING[item.__class__], item.agent_id))
+        return found
 
     def history(self, agent_id: str) -> list[Entry]:
         """A copy of the agent's history."""

@@ -35,6 +35,7 @@ from runtime import (
     __version__,
 )
 from runtime.control import MAX_CLIENTS, MAX_LINE, ControlClient, ControlServer, default_state_dir
+from runtime.control.ops import Refused, steer
 from runtime.errors import ControlError
 from runtime.world.inputs import CancelAgent, InterruptAgent, PauseAgent, ResumeAgent, SendMessage
 from tests.conftest import wait_for
@@ -1008,17 +1009,113 @@ def test_a_command_is_judged_against_what_the_host_queued_too(state):
     # resume right after it was refused as the agent was not paused yet, and the agent
     # then stayed paused; a pause after the host's cancel was taken and did nothing.
     with _parent_and_child(state) as (world, c):
-        world.pause("p")
+        world.pause(c)
         with ControlClient(state, timeout=10) as client:
             with pytest.raises(ControlError, match=f"'{c}' has a pause queued already"):
                 client.request("pause", agent=c)
-            assert client.request("resume", agent="p")["applied"] is False
+            assert client.request("resume", agent=c)["applied"] is False
             world.cancel(c)
             with pytest.raises(ControlError, match=f"'{c}' has a cancel queued: pause does"):
                 client.request("pause", agent=c)
         world.tick()
         assert world.status("p").kind is StatusKind.ACTIVE
         assert world.status(c).kind is StatusKind.CANCELLED
+
+
+def _ended_parent(world: World) -> str:
+    world.spawn(_leaves_a_sleeper, agent_id="p")
+    for _ in range(4):
+        world.tick()
+    assert world.status("p").kind is StatusKind.COMPLETE
+    [c] = world.children("p")
+    return c
+
+
+def _live_parent(world: World) -> str:
+    world.spawn(_parent_of_a_sleeper, agent_id="p")
+    for _ in range(4):
+        world.tick()
+    [c] = world.children("p")
+    return c
+
+
+def _paused_child_parent_resumed(world: World) -> str:
+    # p live, its child paused; the host resumes p, which is not paused: a no-op.
+    c = _live_parent(world)
+    world.pause(c)
+    world.tick()
+    world.resume("p")
+    return c
+
+
+def _ended_parent_cancelled(world: World) -> str:
+    # p ended with its child live; the host cancels p: a no-op in format 2 (no cascade
+    # past an ended agent), and the child's end from format 3.
+    c = _ended_parent(world)
+    world.cancel("p")
+    return c
+
+
+def _parents_id_taken_then_cancelled(world: World) -> str:
+    # p ended and forgotten, its id taken by a new agent that is then cancelled: not the
+    # child's parent, so nothing of the child's.
+    c = _ended_parent(world)
+    world.forget("p")
+    world.tick()
+    world.spawn(sleeper, agent_id="p")
+    world.tick()
+    world.cancel("p")
+    return c
+
+
+@pytest.mark.parametrize(
+    ("setup", "journal_format", "op", "after"),
+    [
+        (_paused_child_parent_resumed, None, "resume", StatusKind.ACTIVE),
+        (_ended_parent_cancelled, 2, "send", StatusKind.ACTIVE),
+        (_ended_parent_cancelled, 2, "pause", StatusKind.PAUSED),
+        (_parents_id_taken_then_cancelled, None, "send", StatusKind.ACTIVE),
+        (_parents_id_taken_then_cancelled, None, "pause", StatusKind.PAUSED),
+    ],
+    ids=[
+        "no-op-resume-above",
+        "format-2-cancel-above",
+        "format-2-cancel-above-pause",
+        "reused-id",
+        "reused-id-pause",
+    ],
+)
+def test_a_command_that_acts_is_taken_whatever_is_queued_above(setup, journal_format, op, after):
+    # A pause, resume or cancel queued for an agent above acts here only if the tick finds
+    # that agent in a state to pass it down: counted as sure, it refused a resume the
+    # agent needed (it stayed paused) and a send to a live child. (A review's
+    # reproductions.)
+    world = World(seed=1)
+    if journal_format is not None:
+        world._state.journal_format = journal_format
+    try:
+        c = setup(world)
+        assert steer(world, c, op, text="hi")["ok"] is True
+        world.tick()
+        assert world.status(c).kind is after
+    finally:
+        world.close()
+
+
+def test_a_pause_or_resume_of_an_ended_agent_with_nothing_below_is_refused():
+    # Taken when the other of the two was queued, though it reaches nobody.
+    world = World(seed=1)
+    try:
+        c = _live_parent(world)
+        world.cancel(c)
+        world.tick()
+        world.pause(c)
+        with pytest.raises(Refused, match=f"'{c}' is cancelled: resume does nothing"):
+            steer(world, c, "resume")
+        with pytest.raises(Refused, match=f"'{c}' has a pause queued already"):
+            steer(world, c, "pause")
+    finally:
+        world.close()
 
 
 def test_a_format_2_resume_of_an_ended_agent_is_refused_with_a_pause_queued(state):
