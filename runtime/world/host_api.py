@@ -83,11 +83,14 @@ class HostAPI:
             return ()  # `spawn`'s default: nothing to check or copy (~1.2 us a spawn)
         comps = check_components(arg, components)
         host = self._host
+        named: dict[str, type] = {}  # the class each name stands for, this call's included
         for index, comp in enumerate(comps):
-            known = host.register_type(type(comp))
+            cls = type(comp)
+            name = type_name(cls)
+            known = named.setdefault(name, host.types.get(name, cls))
             if self._journal is not None:
-                if known is not type(comp):
-                    raise ConfigError(_same_name(f"`{arg}[{index}]`", type(comp)))
+                if known is not cls:
+                    raise ConfigError(_same_name(f"`{arg}[{index}]`", cls))
                 values = {name: getattr(comp, name) for name in field_names(type(comp))}
                 try:
                     json_value(values)
@@ -111,6 +114,8 @@ class HostAPI:
                     f"`{arg}[{index}]` ({type(comp).__name__}) cannot be copied into the"
                     f" world: {type(exc).__name__}: {exc}"
                 ) from None
+        for comp in comps:  # known once every check passed: a refused call leaves nothing
+            host.register_type(type(comp))
         return tuple(copies)
 
     def add_entity(self, *components: Any) -> int:

@@ -796,6 +796,10 @@ def test_a_second_class_of_a_recorded_components_name_is_refused(tmp_path, make_
     first, second = _made_position(), _made_position()
     assert first.__qualname__ == second.__qualname__ and first is not second
     with World(seed=1, clock=ManualClock(), journal=Journal.create(tmp_path / "run.db")) as world:
+        with pytest.raises(ConfigError, match="must have JSON fields"):
+            world.add_entity(second({1, 2}))  # refused: its class is not taken as known
+        with pytest.raises(ConfigError, match=r"`components\[1\]` is a class named"):
+            world.add_entity(first(1), second(2))  # two of one name in one call
         world.add_entity(first(1))
         world.add_entity(first(2))  # the same class again is fine
         name = "tests.world.test_host:_made_position.<locals>.Spot"
