@@ -30,6 +30,23 @@ def test_an_input_numbered_but_not_yet_queued_holds_the_later_ones_back():
     assert inbox.drain() == [(1, "a"), (2, "b")]
 
 
+def test_queued_lists_what_is_not_handed_out_yet_held_back_inputs_included():
+    # `World.queued_commands` judges commands by it: an input drained but held back
+    # behind a missing number is still to come.
+    inbox = Inbox()
+    inbox.put("a")
+    late = next(inbox._numbers)  # a put preempted between taking its number and queueing
+    inbox.put("c")
+    assert inbox.queued() == [(1, "a"), (3, "c")]
+    assert inbox.drain() == [(1, "a")]  # "c" is held back behind the missing 2
+    inbox.put("d")
+    assert inbox.queued() == [(3, "c"), (4, "d")]
+    inbox._arrived.append((late, "b"))
+    assert inbox.queued() == [(2, "b"), (3, "c"), (4, "d")]
+    assert inbox.drain() == [(2, "b"), (3, "c"), (4, "d")]
+    assert inbox.queued() == []
+
+
 def test_inputs_put_from_many_threads_drain_in_sequence_order_without_gaps():
     inbox = Inbox()
     threads, per_thread = 8, 2_000
