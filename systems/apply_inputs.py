@@ -23,7 +23,7 @@ from runtime.world.state import AgentRecord, WorldState
 
 from .lifecycle import create_agent, derive_status, fail, finish, queue_message
 
-__all__ = ["ApplyInputs"]
+__all__ = ["ApplyInputs", "subtree"]
 
 log = logging.getLogger("tickwork.host")
 
@@ -83,7 +83,7 @@ def _send(state: WorldState, rec: AgentRecord, item: SendMessage) -> None:
 
 def _pause(state: WorldState, rec: AgentRecord, item: PauseAgent) -> None:
     # Pause reaches the whole subtree, as cancel does: a parent's children are paused too.
-    for agent in _subtree(state, rec):
+    for agent in subtree(state, rec):
         _pause_one(state, agent)
 
 
@@ -105,7 +105,7 @@ def _resume(state: WorldState, rec: AgentRecord, item: ResumeAgent) -> None:
     kind = rec.status.kind
     if kind is not StatusKind.PAUSED and not (kind.is_terminal and state.journal_format >= 3):
         return
-    for agent in _subtree(state, rec):
+    for agent in subtree(state, rec):
         _resume_one(state, agent)
 
 
@@ -126,7 +126,7 @@ def _resume_one(state: WorldState, rec: AgentRecord) -> None:
     state.touch(rec)
 
 
-def _subtree(state: WorldState, rec: AgentRecord) -> list[AgentRecord]:
+def subtree(state: WorldState, rec: AgentRecord) -> list[AgentRecord]:
     """``rec`` and its descendants that still have records, parents before children (from
     journal format 3 also those below an agent released since: `WorldState.cut_off`)."""
     found = [rec]

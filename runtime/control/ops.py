@@ -13,9 +13,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from components import InteractionKind, InteractionRequest, InteractionResponse, StatusKind
+from components import InteractionKind, InteractionRequest, InteractionResponse
 from runtime._version import __version__
-from runtime.errors import UnknownAgentError
 from runtime.lane.values import shown
 from runtime.world import World
 
@@ -172,89 +171,17 @@ def send(world: World, request: dict[str, Any], stats: Stats) -> dict[str, Any]:
 
 
 def _refuse_no_op(world: World, agent: str, op: str) -> None:
-    """Refuse a command that would surely do nothing to ``agent``, judged by its status
-    and by the pauses, resumes and cancels queued before it (`World.queued_commands`:
-    posted by anyone, not yet applied by a tick; a lockstep world's ticks wait for its
-    lane work).
-
-    Its own are followed from its status, as the ticks will apply them. One queued for an
-    agent above it leaves the outcome open (what it does here depends on how the tick
-    finds that agent), and then only an end is sure: refusing a command that would have
-    acted (the agent left paused) is worse than taking one that does nothing.
+    """Refuse a command that would surely do nothing (`World.no_effect`: judged by the
+    world as it is and by the commands queued before it, by anyone; a lockstep world's
+    ticks wait for its lane work).
 
     Raises:
-        Refused: ``no_effect``: the agent has ended or has a cancel of its own queued
-            (any op), is not paused (``resume``) or is paused already (``pause``), or the
-            same is queued already.
+        Refused: ``no_effect``, saying why.
         UnknownAgentError: there is no such agent.
     """
-    # The queue first: a tick applying some of it meanwhile shows in the status read next,
-    # and following a command twice leaves what following it once does.
-    queued = world.queued_commands(agent)
-    status = world.status(agent).kind
-    own = [queued_op for queued_op, target in queued if target == agent]
-    above = len(own) < len(queued)
-    if not status.is_terminal and "cancel" in own:  # it ends, whatever comes between
-        if op == "cancel":
-            raise Refused("no_effect", f"agent {agent!r} has a cancel queued already")
-        if op in ("pause", "resume") and world.journal_format < 3:
-            return  # format 2's cancel leaves agents below an ended child live
-        raise Refused("no_effect", f"agent {agent!r} has a cancel queued: {op} does nothing")
-    if status.is_terminal:
-        if op in ("pause", "resume") and not above:  # what it does is below the agent
-            last = next((o for o in reversed(own) if o != "cancel"), None)
-            if last == op:
-                raise Refused("no_effect", f"agent {agent!r} has a {op} queued already")
-            if last is None and _reaches_below(world, agent, op):
-                return
-            # It undoes the queued one below the agent (format 2 resumes no ended agent's
-            # subtree).
-            if (
-                last is not None
-                and world.children(agent)
-                and not (op == "resume" and world.journal_format < 3)
-            ):
-                return
-        elif op in ("pause", "resume"):
-            return  # one above reaches below it too: which lands last is the ticks' to say
-        raise Refused("no_effect", f"agent {agent!r} is {status.value}: {op} does nothing")
-    if above:
-        return  # whether it is paused then is the ticks' to say
-    paused, last = status is StatusKind.PAUSED, None
-    for queued_op in own:  # pauses and resumes only: a cancel was taken above
-        paused, last = queued_op == "pause", queued_op
-    if op == "resume" and not paused:
-        if last == "resume":
-            raise Refused("no_effect", f"agent {agent!r} has a resume queued already")
-        raise Refused(
-            "no_effect", f"agent {agent!r} is {status.value}, not paused: nothing to resume"
-        )
-    if op == "pause" and paused:
-        if last == "pause":
-            raise Refused("no_effect", f"agent {agent!r} has a pause queued already")
-        raise Refused("no_effect", f"agent {agent!r} is paused already")
-
-
-def _reaches_below(world: World, agent: str, op: str) -> bool:
-    """Whether ``op`` (pause or resume) of the ended ``agent`` would change an agent of its
-    subtree: one live and not paused (pause), or one paused (resume: from journal format
-    3, whose resume of an ended agent resumes what its pause held)."""
-    if op == "resume" and world.journal_format < 3:
-        return False
-    below = world.children(agent)
-    while below:
-        child = below.pop()
-        try:
-            kind = world.status(child).kind
-            below.extend(world.children(child))
-        except UnknownAgentError:
-            continue  # released meanwhile
-        if op == "resume":
-            if kind is StatusKind.PAUSED:
-                return True
-        elif not kind.is_terminal and kind is not StatusKind.PAUSED:
-            return True
-    return False
+    why = world.no_effect(agent, op)
+    if why is not None:
+        raise Refused("no_effect", why)
 
 
 def _command(name: str) -> Op:

@@ -40,14 +40,12 @@ from runtime.world.inputs import (
 from runtime.world.lockstep import Lockstep
 from runtime.world.recorder import Recorder
 from runtime.world.state import AgentRecord, WorldState
+from runtime.world.steering import COMMAND_OPS, no_effect
 from runtime.world.tick import ESPER_LOCK
 from runtime.world.timers import HostTimers
 from runtime.world.values import NotJSON, json_value
 
 __all__ = ["AgentAPI"]
-
-# The commands that change what later ones find (`queued_commands`): input type -> op.
-_STEERING: dict[type, str] = {PauseAgent: "pause", ResumeAgent: "resume", CancelAgent: "cancel"}
 
 
 class AgentAPI:
@@ -308,39 +306,24 @@ class AgentAPI:
         self._checked(agent_id)
         return []
 
-    def queued_commands(self, agent_id: str) -> list[tuple[str, str]]:
-        """The ``pause``, ``resume`` and ``cancel`` commands posted and not yet applied by
-        a tick that name the agent or an agent above it, in the order they will apply,
-        as ``(op, agent id)``. Until a tick applies them ``status`` shows the agent as it
-        was; whether one above it acts on it depends on how the tick finds that agent
-        (the control channel judges a command by both: `runtime.control.ops`).
+    def no_effect(self, agent_id: str, op: str) -> str | None:
+        """Why ``op`` (``"send"``, ``"pause"``, ``"resume"``, ``"cancel"`` or
+        ``"interrupt"``) of the agent would surely change nothing, or None when it may.
 
-        Agents above are followed as the world follows them, through released ones, and
-        never to a new agent that took a released one's id.
+        Judged by the world as it is and by the pauses, resumes and cancels posted before
+        it (by anyone) that no tick has applied yet, followed as the tick will apply them
+        (`runtime.world.steering`): until then ``status`` shows the agent as it was. The
+        control channel refuses such a command (``no_effect``).
 
         Raises:
             UnknownAgentError: no agent has that id.
+            ConfigError: ``op`` is not one of those.
         """
+        if op not in COMMAND_OPS:
+            raise ConfigError(f"`op` must be one of {', '.join(COMMAND_OPS)}, got {shown(op)}")
+        self._checked(agent_id)
         with self._lock:  # no tick is taking inputs out of the inbox meanwhile
-            queued = self._inbox.queued()
-            state = self._state
-            records = state.records
-            rec = records.get(agent_id)
-            reach = {agent_id}
-            if rec is not None:
-                ordinal, parent = rec.ordinal, rec.agent.parent
-                while (link := state.parent_link(ordinal, parent)) is not None:
-                    above = records.get(parent) if parent is not None else None
-                    if above is not None and above.ordinal == link[0]:
-                        reach.add(above.agent.id)  # held, not a new agent under a released id
-                    ordinal, parent = link
-        if rec is None:
-            self._checked(agent_id)  # a spawn pending has nobody above it yet
-        found = []
-        for _seq, item in queued:
-            if isinstance(item, PauseAgent | ResumeAgent | CancelAgent) and item.agent_id in reach:
-                found.append((_STEERING[item.__class__], item.agent_id))
-        return found
+            return no_effect(self._state, self._inbox.queued(), agent_id, op)
 
     def history(self, agent_id: str) -> list[Entry]:
         """A copy of the agent's history."""

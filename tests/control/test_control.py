@@ -1009,7 +1009,7 @@ def test_a_command_is_judged_against_what_the_host_queued_too(state):
     # resume right after it was refused as the agent was not paused yet, and the agent
     # then stayed paused; a pause after the host's cancel was taken and did nothing.
     with _parent_and_child(state) as (world, c):
-        world.pause(c)
+        world.pause("p")  # it reaches c
         with ControlClient(state, timeout=10) as client:
             with pytest.raises(ControlError, match=f"'{c}' has a pause queued already"):
                 client.request("pause", agent=c)
@@ -1018,7 +1018,7 @@ def test_a_command_is_judged_against_what_the_host_queued_too(state):
             with pytest.raises(ControlError, match=f"'{c}' has a cancel queued: pause does"):
                 client.request("pause", agent=c)
         world.tick()
-        assert world.status("p").kind is StatusKind.ACTIVE
+        assert world.status("p").kind is StatusKind.PAUSED
         assert world.status(c).kind is StatusKind.CANCELLED
 
 
@@ -1039,24 +1039,24 @@ def _live_parent(world: World) -> str:
     return c
 
 
-def _paused_child_parent_resumed(world: World) -> str:
+def _paused_child_parent_resumed(world: World) -> tuple[str, str]:
     # p live, its child paused; the host resumes p, which is not paused: a no-op.
     c = _live_parent(world)
     world.pause(c)
     world.tick()
     world.resume("p")
-    return c
+    return c, c
 
 
-def _ended_parent_cancelled(world: World) -> str:
-    # p ended with its child live; the host cancels p: a no-op in format 2 (no cascade
-    # past an ended agent), and the child's end from format 3.
+def _ended_parent_cancelled(world: World) -> tuple[str, str]:
+    # p ended with its child live; the host cancels p: a no-op (a cancel of an agent that
+    # has ended reaches nobody, in any format).
     c = _ended_parent(world)
     world.cancel("p")
-    return c
+    return c, c
 
 
-def _parents_id_taken_then_cancelled(world: World) -> str:
+def _parents_id_taken_then_cancelled(world: World) -> tuple[str, str]:
     # p ended and forgotten, its id taken by a new agent that is then cancelled: not the
     # child's parent, so nothing of the child's.
     c = _ended_parent(world)
@@ -1065,39 +1065,92 @@ def _parents_id_taken_then_cancelled(world: World) -> str:
     world.spawn(sleeper, agent_id="p")
     world.tick()
     world.cancel("p")
-    return c
+    return c, c
+
+
+def _leaves_a_parent(turn):
+    from runtime import Spawn
+
+    yield Spawn(_leaves_a_sleeper, "middle")
+    return "done"
+
+
+def _ended_above_a_released_one(world: World) -> tuple[str, str]:
+    # e (ended) > e.1 (ended, forgotten) > e.1.1 (live); the host pauses e, which reaches
+    # e.1.1 through the released e.1 (from format 3): e's resume undoes it.
+    world.spawn(_leaves_a_parent, agent_id="e")
+    for _ in range(5):
+        world.tick()
+    [middle] = world.children("e")
+    [leaf] = world.children(middle)
+    world.forget(middle)
+    world.tick()
+    world.pause("e")
+    return "e", leaf
+
+
+def _child_paused_under_an_ended_parent(world: World) -> tuple[str, str]:
+    # p ended, its child live; the host pauses the child: p's resume undoes it (format 3).
+    c = _ended_parent(world)
+    world.pause(c)
+    return "p", c
+
+
+def _parent_paused_child_resumed(world: World) -> tuple[str, str]:
+    # p paused with its child, then the child resumed (queued, or applied): a pause of p,
+    # "paused already", pauses the child again.
+    c = _live_parent(world)
+    world.pause("p")
+    world.resume(c)
+    return "p", c
+
+
+def _parent_paused_child_resumed_applied(world: World) -> tuple[str, str]:
+    agent, c = _parent_paused_child_resumed(world)
+    world.tick()
+    return agent, c
 
 
 @pytest.mark.parametrize(
     ("setup", "journal_format", "op", "after"),
     [
         (_paused_child_parent_resumed, None, "resume", StatusKind.ACTIVE),
-        (_ended_parent_cancelled, 2, "send", StatusKind.ACTIVE),
+        (_ended_parent_cancelled, None, "send", StatusKind.ACTIVE),
         (_ended_parent_cancelled, 2, "pause", StatusKind.PAUSED),
         (_parents_id_taken_then_cancelled, None, "send", StatusKind.ACTIVE),
         (_parents_id_taken_then_cancelled, None, "pause", StatusKind.PAUSED),
+        (_ended_above_a_released_one, None, "resume", StatusKind.ACTIVE),
+        (_child_paused_under_an_ended_parent, None, "resume", StatusKind.ACTIVE),
+        (_parent_paused_child_resumed, None, "pause", StatusKind.PAUSED),
+        (_parent_paused_child_resumed_applied, None, "pause", StatusKind.PAUSED),
     ],
     ids=[
         "no-op-resume-above",
-        "format-2-cancel-above",
-        "format-2-cancel-above-pause",
+        "no-op-cancel-above",
+        "no-op-cancel-above-format-2-pause",
         "reused-id",
         "reused-id-pause",
+        "released-between",
+        "queued-below",
+        "child-resumed-queued",
+        "child-resumed-applied",
     ],
 )
-def test_a_command_that_acts_is_taken_whatever_is_queued_above(setup, journal_format, op, after):
-    # A pause, resume or cancel queued for an agent above acts here only if the tick finds
-    # that agent in a state to pass it down: counted as sure, it refused a resume the
-    # agent needed (it stayed paused) and a send to a live child. (A review's
-    # reproductions.)
+def test_a_command_that_acts_is_taken_whatever_was_queued(setup, journal_format, op, after):
+    # Judged by the agent's own status, or with every command queued above counted as
+    # sure, these were refused though they act: a resume the agent needed (it stayed
+    # paused), a send to a live child, a pause of a "paused" parent whose child was
+    # resumed. The commands reach as the tick applies them: a subtree walked through
+    # released agents, and never a new agent under a released id. (Two reviews'
+    # reproductions: a fuzz of random trees and queues.)
     world = World(seed=1)
     if journal_format is not None:
         world._state.journal_format = journal_format
     try:
-        c = setup(world)
-        assert steer(world, c, op, text="hi")["ok"] is True
+        agent, watched = setup(world)
+        assert steer(world, agent, op, text="hi")["ok"] is True
         world.tick()
-        assert world.status(c).kind is after
+        assert world.status(watched).kind is after
     finally:
         world.close()
 
@@ -1112,7 +1165,7 @@ def test_a_pause_or_resume_of_an_ended_agent_with_nothing_below_is_refused():
         world.pause(c)
         with pytest.raises(Refused, match=f"'{c}' is cancelled: resume does nothing"):
             steer(world, c, "resume")
-        with pytest.raises(Refused, match=f"'{c}' has a pause queued already"):
+        with pytest.raises(Refused, match=f"'{c}' is cancelled: pause does nothing"):
             steer(world, c, "pause")
     finally:
         world.close()

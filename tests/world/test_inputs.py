@@ -31,7 +31,7 @@ def test_an_input_numbered_but_not_yet_queued_holds_the_later_ones_back():
 
 
 def test_queued_lists_what_is_not_handed_out_yet_held_back_inputs_included():
-    # `World.queued_commands` judges commands by it: an input drained but held back
+    # `World.no_effect` judges commands by it: an input drained but held back
     # behind a missing number is still to come.
     inbox = Inbox()
     inbox.put("a")

@@ -16,6 +16,7 @@ from runtime import (
     Think,
     UnknownAgentError,
 )
+from runtime.errors import ConfigError
 from tests.conftest import wait_for
 
 
@@ -334,33 +335,42 @@ def _napper(turn):
     yield Sleep(3600)
 
 
-def test_queued_commands_lists_the_pauses_resumes_and_cancels_not_yet_applied(make_world):
-    # What a control channel judges a command by, posted by any thread: a resume after a
-    # pause not applied yet is not a no-op, nor is a pause after a cancel a live agent's.
+def test_no_effect_counts_the_commands_queued_before_by_anyone(make_world):
+    # A command is applied at the next tick: judged by the status alone, a resume right
+    # after a pause found the agent not paused yet, and a pause after a cancel found it live.
     world = make_world()
     world.spawn(_parent, agent_id="p")
     for _ in range(3):
         world.tick()
     [child] = world.children("p")
-    assert world.queued_commands(child) == []
+    assert (
+        world.no_effect(child, "resume")
+        == f"agent {child!r} is active, not paused: nothing to resume"
+    )
+    assert world.no_effect(child, "pause") is None
     world.pause(child)
-    world.resume("p")  # one above: listed for the child too
-    world.send(child, "hi")  # neither a pause, a resume nor a cancel
+    assert world.no_effect(child, "resume") is None
+    assert world.no_effect(child, "pause") == f"agent {child!r} has a pause queued already"
+    world.resume("p")  # p is not paused: it resumes nobody, so the child stays paused
+    assert world.no_effect(child, "resume") is None
     world.cancel("p")
-    assert world.queued_commands(child) == [
-        ("pause", child),
-        ("resume", "p"),
-        ("cancel", "p"),
-    ]
-    assert world.queued_commands("p") == [("resume", "p"), ("cancel", "p")]
-    world.tick()  # applied: nothing is queued any more
-    assert world.queued_commands(child) == []
+    assert world.no_effect("p", "send") == "agent 'p' has a cancel queued: send does nothing"
+    assert world.no_effect("p", "cancel") == "agent 'p' has a cancel queued already"
+    assert world.no_effect(child, "send") is None  # it ends later in the tick (the abort)
+    world.tick()
     assert world.status(child).kind is StatusKind.CANCELLED
+    assert world.no_effect(child, "send") == f"agent {child!r} is cancelled: send does nothing"
     with pytest.raises(UnknownAgentError, match="nobody"):
-        world.queued_commands("nobody")
-    pending = world.spawn(_napper, agent_id="later")  # a spawn pending has a queue too
+        world.no_effect("nobody", "pause")
+    with pytest.raises(ConfigError, match="`op` must be one of send, pause, resume"):
+        world.no_effect(child, "forget")
+    pending = world.spawn(_napper, agent_id="later")  # a spawn pending is judged too
+    assert (
+        world.no_effect(pending, "resume") == "agent 'later' is idle, not paused: nothing to resume"
+    )
     world.pause(pending)
-    assert world.queued_commands(pending) == [("pause", pending)]
+    assert world.no_effect(pending, "resume") is None
+    assert world.no_effect(pending, "pause") == "agent 'later' has a pause queued already"
 
 
 def _ends_leaving_a_napper(turn):
@@ -368,41 +378,50 @@ def _ends_leaving_a_napper(turn):
     return "done"
 
 
-def test_queued_commands_follow_agents_above_through_released_ones_not_reused_ids(make_world):
-    # A child's parent released (forgotten) and its id taken by a new agent: a command of
-    # the new one does not reach the child (the world links them by ordinal, not by id).
+def test_no_effect_never_takes_a_new_agent_under_a_released_id_for_the_old_one(make_world):
+    # p ended and forgotten, its id taken by a new agent that is then cancelled: not the
+    # child's parent (the world links them by ordinal, not by id), so the child's send
+    # acts; and a cancel queued for the old p is not the new p's.
     world = make_world()
     world.spawn(_ends_leaving_a_napper, agent_id="p")
     for _ in range(3):
         world.tick()
     [child] = world.children("p")
+    world.cancel("p")  # p has ended: it does nothing
     world.forget("p")
+    world.spawn(_napper, agent_id="p")  # pending, after the old p's cancel
+    assert world.no_effect("p", "send") is None
+    assert world.no_effect("p", "pause") is None
     world.tick()
-    world.spawn(_napper, agent_id="p")
     world.tick()
     world.cancel("p")
-    assert world.queued_commands(child) == []
+    assert world.no_effect(child, "send") is None
+    assert world.no_effect(child, "pause") is None
     world.tick()
     assert world.status(child).kind is StatusKind.ACTIVE
 
 
-def _grandparent(turn):
+def _ends_leaving_a_parent(turn):
     yield Spawn(_ends_leaving_a_napper, "middle")
-    yield Sleep(3600)
+    return "done"
 
 
-def test_queued_commands_reach_past_a_released_agent_to_the_ones_above_it(make_world):
-    # g > g.1 (ended, then forgotten) > g.1.1 (live): a cancel of g reaches g.1.1 (from
-    # format 3), so it is listed there, though no id leads from g.1.1 up to g any more.
+def test_no_effect_sees_below_a_released_agent_as_the_commands_reach(make_world):
+    # top (ended) > top.1 (ended, forgotten) > top.1.1 (live): a pause of top reaches the
+    # leaf (from format 3), so it was wrongly refused ("is complete: pause does nothing").
     world = make_world()
-    world.spawn(_grandparent, agent_id="g")
+    world.spawn(_ends_leaving_a_parent, agent_id="top")
     for _ in range(5):
         world.tick()
-    [middle] = world.children("g")
+    [middle] = world.children("top")
     [leaf] = world.children(middle)
     world.forget(middle)
     world.tick()
-    world.cancel("g")
-    assert world.queued_commands(leaf) == [("cancel", "g")]
+    assert world.children("top") == []
+    assert world.no_effect("top", "pause") is None
+    assert world.no_effect("top", "resume") == "agent 'top' is complete: resume does nothing"
+    world.pause("top")
+    assert world.no_effect("top", "resume") is None
+    assert world.no_effect("top", "pause") == "agent 'top' has a pause queued already"
     world.tick()
-    assert world.status(leaf).kind is StatusKind.CANCELLED
+    assert world.status(leaf).kind is StatusKind.PAUSED
