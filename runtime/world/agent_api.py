@@ -318,11 +318,18 @@ class AgentAPI:
         Raises:
             UnknownAgentError: no agent has that id.
             ConfigError: ``op`` is not one of those.
+            RuntimeError: called during a tick, on its thread.
         """
         if op not in COMMAND_OPS:
             raise ConfigError(f"`op` must be one of {', '.join(COMMAND_OPS)}, got {shown(op)}")
-        self._checked(agent_id)
+        if self._lock._is_owned():  # type: ignore[attr-defined]  # (C RLock's own check)
+            raise RuntimeError(
+                "no_effect() called during a tick (from a host timer, system, action handler"
+                " or observer), whose own inputs are neither queued nor all applied: ask"
+                " between ticks"
+            )
         with self._lock:  # no tick is taking inputs out of the inbox meanwhile
+            self._checked(agent_id)
             return no_effect(self._state, self._inbox.queued(), agent_id, op)
 
     def history(self, agent_id: str) -> list[Entry]:

@@ -57,6 +57,29 @@ def no_effect(
     inputs ``queued`` (in sequence order) are applied, or None when it may change
     something. ``agent_id`` is held in ``state`` or has its spawn among ``queued``."""
     rec = state.records.get(agent_id)
+    status = StatusKind.IDLE if rec is None else rec.status.kind
+    name = f"agent {agent_id!r}"
+    if op not in ("pause", "resume"):
+        # A send, cancel or interrupt acts on the agent alone, unless it has ended: only
+        # a cancel of its own ends it among the inputs (one above ends it in the abort).
+        mine = _LIVE if rec is None else _kind(rec)
+        for _seq, item in queued:
+            kind = item.__class__
+            if kind is not CancelAgent and kind is not SpawnAgent:
+                continue
+            if item.agent_id == agent_id:  # type: ignore[attr-defined]
+                if kind is SpawnAgent:
+                    if rec is None:
+                        mine = _LIVE  # it exists from here: commands before it were not its
+                else:
+                    mine = _ENDED
+        if mine != _ENDED:
+            return None
+        if status.is_terminal:
+            return f"{name} is {status.value}: {op} does nothing"
+        if op == "cancel":
+            return f"{name} has a cancel queued already"
+        return f"{name} has a cancel queued: {op} does nothing"
     # What each agent that matters here is, by id: the agent's subtree and those above it.
     found: dict[str, int] = {}
     below = [agent_id]
@@ -70,18 +93,12 @@ def no_effect(
     if op == "pause":
         if any(found.get(each, _LIVE) == _LIVE for each in below):
             return None
-    elif op == "resume":
+    else:
         undoes = mine == _PAUSED or (mine == _ENDED and state.journal_format >= 3)
         if undoes and any(found.get(each) == _PAUSED for each in below):
             return None
-    elif mine != _ENDED:
-        return None
     # Nothing it would change: say why, as the agent is now or as the queue leaves it.
-    status = StatusKind.IDLE if rec is None else rec.status.kind
-    name = f"agent {agent_id!r}"
     if mine == _ENDED and not status.is_terminal:
-        if op == "cancel":
-            return f"{name} has a cancel queued already"
         return f"{name} has a cancel queued: {op} does nothing"
     if said == op:
         return f"{name} has a {op} queued already"
@@ -102,12 +119,11 @@ def _follow(
     """Follow the queued pauses, resumes and cancels over ``found`` as `ApplyInputs` will
     apply them (``agent_id``'s spawn, if among them, makes it); returns the op of the last
     pause or resume that changed an agent of ``below`` ("" if none did)."""
-    records = state.records
-    reach: dict[str, list[str]] = {}  # each target's subtree among those that matter
+    reach = _Reach(state, found)
     said = ""
     for _seq, item in queued:
         kind = item.__class__
-        if kind is SpawnAgent and item.agent_id == agent_id and agent_id not in records:  # type: ignore[attr-defined]
+        if kind is SpawnAgent and item.agent_id == agent_id and agent_id not in state.records:  # type: ignore[attr-defined]
             found[agent_id] = _LIVE  # it exists from here: commands before it were not its
             continue
         if kind is not PauseAgent and kind is not ResumeAgent and kind is not CancelAgent:
@@ -125,14 +141,56 @@ def _follow(
             before, after, done = _PAUSED, _LIVE, "resume"
         else:
             continue  # a resume of an agent neither paused nor (from format 3) ended
-        members = reach.get(target)
-        if members is None:
-            held = records.get(target)
-            walk = [target] if held is None else [other.id for other in subtree(state, held)]
-            members = reach[target] = [each for each in walk if each in found]
-        for each in members:
+        for each in reach.of(target):
             if found[each] == before:
                 found[each] = after
                 if each in below:
                     said = done
     return said
+
+
+class _Reach:
+    """Which of the agents that matter (``found``) a pause or resume of each one reaches:
+    its subtree as `subtree` walks it, among them. From format 3, with agents released
+    below others, that walk scans every record (`WorldState.cut_off`), so the lines up
+    from each agent are followed once instead, by ordinal as `cut_off` follows them."""
+
+    __slots__ = ("_below", "_made", "_state", "found")
+
+    def __init__(self, state: WorldState, found: dict[str, int]) -> None:
+        self._state = state
+        self.found = found
+        self._made: dict[str, list[str]] = {}
+        self._below: dict[int, list[str]] | None = None
+
+    def of(self, target: str) -> list[str]:
+        """The agents among ``found`` a pause or resume of ``target`` reaches."""
+        made = self._made.get(target)
+        if made is not None:
+            return made
+        state, found = self._state, self.found
+        held = state.records.get(target)
+        if held is None:
+            made = [target]  # a spawn pending: nobody below it yet
+        elif state.journal_format >= 3 and state.released_up:
+            if self._below is None:
+                self._below = self._lines()
+            made = [target, *self._below.get(held.ordinal, ())]
+        else:  # `subtree` walks `children` alone: cheap
+            made = [other.id for other in subtree(state, held) if other.id in found]
+        self._made[target] = made
+        return made
+
+    def _lines(self) -> dict[int, list[str]]:
+        """Each ordinal above an agent of ``found`` (held) -> the agents below it."""
+        state = self._state
+        below: dict[int, list[str]] = {}
+        for agent in self.found:
+            rec = state.records.get(agent)
+            if rec is None:
+                continue
+            link = state.parent_link(rec.ordinal, rec.agent.parent)
+            while link is not None:
+                below.setdefault(link[0], []).append(agent)
+                link = state.parent_link(*link)
+        return below

@@ -376,6 +376,29 @@ def test_no_effect_counts_the_commands_queued_before_by_anyone(make_world):
     assert world.no_effect(pending, "pause") == "agent 'later' has a pause queued already"
 
 
+def test_no_effect_during_a_tick_is_refused(make_world):
+    # A host timer runs after the tick took its inputs out of the inbox and before they
+    # are applied: judged there, a resume after a queued pause read "not paused".
+    world = make_world()
+    world.spawn(_napper, agent_id="a")
+    for _ in range(3):
+        world.tick()
+    world.pause("a")
+    seen: list[BaseException] = []
+
+    def at_the_tick() -> None:
+        try:
+            world.no_effect("a", "resume")
+        except RuntimeError as exc:
+            seen.append(exc)
+
+    world.call_at(world.now, at_the_tick)
+    world.tick()
+    assert len(seen) == 1 and "called during a tick" in str(seen[0])
+    assert world.status("a").kind is StatusKind.PAUSED
+    assert world.no_effect("a", "resume") is None
+
+
 def _ends_leaving_a_napper(turn):
     yield Spawn(_napper, "below")
     return "done"
