@@ -114,8 +114,9 @@ class HostAPI:
                     f"`{arg}[{index}]` ({type(comp).__name__}) cannot be copied into the"
                     f" world: {type(exc).__name__}: {exc}"
                 ) from None
-        for comp in comps:  # known once every check passed: a refused call leaves nothing
-            host.register_type(type(comp))
+        types = host.types
+        for name, cls in named.items():  # known once every check passed: a refused call
+            types.setdefault(name, cls)  # leaves nothing (`HostECS.register_type`)
         return tuple(copies)
 
     def add_entity(self, *components: Any) -> int:
