@@ -83,15 +83,16 @@ class HostAPI:
             return ()  # `spawn`'s default: nothing to check or copy (~1.2 us a spawn)
         comps = check_components(arg, components)
         host = self._host
-        named: dict[str, type] = {}  # the class each name stands for, this call's included
+        # The class each type name stands for (`module:qualname`), this call's included.
+        named: dict[str, type] = {}
         for index, comp in enumerate(comps):
             cls = type(comp)
-            name = type_name(cls)
-            known = named.setdefault(name, host.types.get(name, cls))
+            type_key = type_name(cls)
+            known = named.setdefault(type_key, host.types.get(type_key, cls))
             if self._journal is not None:
                 if known is not cls:
                     raise ConfigError(_same_name(f"`{arg}[{index}]`", cls))
-                values = {name: getattr(comp, name) for name in field_names(type(comp))}
+                values = {field: getattr(comp, field) for field in field_names(cls)}
                 try:
                     json_value(values)
                     why = _changed_by_json(values, "value")
@@ -115,8 +116,8 @@ class HostAPI:
                     f" world: {type(exc).__name__}: {exc}"
                 ) from None
         types = host.types
-        for name, cls in named.items():  # known once every check passed: a refused call
-            types.setdefault(name, cls)  # leaves nothing (`HostECS.register_type`)
+        for type_key, cls in named.items():  # known once every check passed: a refused
+            types.setdefault(type_key, cls)  # call leaves nothing (`HostECS.register_type`)
         return tuple(copies)
 
     def add_entity(self, *components: Any) -> int:
