@@ -155,11 +155,11 @@ class _Reach:
     below others, that walk scans every record (`WorldState.cut_off`), so the lines up
     from each agent are followed once instead, by ordinal as `cut_off` follows them."""
 
-    __slots__ = ("_below", "_made", "_state", "found")
+    __slots__ = ("_below", "_found", "_made", "_state")
 
     def __init__(self, state: WorldState, found: dict[str, int]) -> None:
         self._state = state
-        self.found = found
+        self._found = found
         self._made: dict[str, list[str]] = {}
         self._below: dict[int, list[str]] | None = None
 
@@ -168,7 +168,7 @@ class _Reach:
         made = self._made.get(target)
         if made is not None:
             return made
-        state, found = self._state, self.found
+        state, found = self._state, self._found
         held = state.records.get(target)
         if held is None:
             made = [target]  # a spawn pending: nobody below it yet
@@ -185,7 +185,7 @@ class _Reach:
         """Each ordinal above an agent of ``found`` (held) -> the agents below it."""
         state = self._state
         below: dict[int, list[str]] = {}
-        for agent in self.found:
+        for agent in self._found:
             rec = state.records.get(agent)
             if rec is None:
                 continue
