@@ -115,6 +115,39 @@ def _agent_fields(tick: object, agent: object, text: object) -> dict[str, Any]:
     return fields
 
 
+def _read_meta(conn: sqlite3.Connection, where: str) -> tuple[dict[str, Any], int]:
+    """A journal's header and format, read through ``conn`` with every check a reader
+    makes (the ticks table readable too).
+
+    Raises:
+        JournalError: no tickwork journal, a damaged header, or a format too new.
+    """
+    try:
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(f"{where!r} is not a readable tickwork journal: {exc}") from exc
+    if meta.get("magic") != MAGIC:
+        raise JournalError(f"{where!r} is an SQLite file but not a tickwork journal")
+    try:
+        version = int(meta["format"])
+        header: dict[str, Any] = json.loads(meta["header"])
+    except (KeyError, ValueError) as exc:
+        raise JournalError(f"{where!r} has a damaged header: {exc}") from exc
+    if version < 1:
+        raise JournalError(f"{where!r} has a damaged header: format {version}")
+    _check_header(where, header)
+    if version > FORMAT_VERSION:
+        raise JournalError(
+            f"{where!r} is journal format {version}, newer than this tickwork"
+            f" ({__version__}) reads (format {FORMAT_VERSION}): upgrade tickwork"
+        )
+    try:
+        conn.execute("SELECT count(*) FROM ticks").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise JournalError(f"{where!r} is damaged: {exc}") from exc
+    return header, version  # the rules its ticks followed (`FORMAT_VERSION`)
+
+
 class JournalReader:
     """A journal opened for reading (never written). ``header`` is its header dict.
 
@@ -131,29 +164,18 @@ class JournalReader:
             raise JournalError(f"{where!r} is empty, not a tickwork journal")
         try:
             self._conn = sqlite3.connect(read_only_uri(self.path), uri=True)
-            meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{where!r} is not a readable tickwork journal: {exc}") from exc
-        if meta.get("magic") != MAGIC:
-            raise JournalError(f"{where!r} is an SQLite file but not a tickwork journal")
+        # A file that fails a check must not keep its connection open until the collector
+        # finds it (the exception's traceback holds it in a cycle): besides the descriptor,
+        # SQLite shares one WAL index per file within a process, and a reader opened while
+        # it lingers trusts that index instead of rebuilding it from the log, so it missed
+        # the last ticks a killed run had written.
         try:
-            version = int(meta["format"])
-            self.header: dict[str, Any] = json.loads(meta["header"])
-        except (KeyError, ValueError) as exc:
-            raise JournalError(f"{where!r} has a damaged header: {exc}") from exc
-        if version < 1:
-            raise JournalError(f"{where!r} has a damaged header: format {version}")
-        _check_header(where, self.header)
-        if version > FORMAT_VERSION:
-            raise JournalError(
-                f"{where!r} is journal format {version}, newer than this tickwork"
-                f" ({__version__}) reads (format {FORMAT_VERSION}): upgrade tickwork"
-            )
-        self.format = version  # the rules its ticks followed (`FORMAT_VERSION`)
-        try:
-            self._conn.execute("SELECT count(*) FROM ticks").fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise JournalError(f"{where!r} is damaged: {exc}") from exc
+            self.header, self.format = _read_meta(self._conn, where)
+        except BaseException:
+            self._conn.close()
+            raise
 
     def tick_count(self) -> int:
         """How many complete ticks the journal holds."""

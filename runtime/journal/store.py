@@ -102,14 +102,18 @@ class Journal:
         _make_private_file(path, overwrite)
         try:
             conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode: a commit survives the process being killed (it is in the
-            # OS's cache); only an OS crash can lose the last commits, never corrupt them.
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             raise JournalError(f"cannot create journal {str(path)!r}: {exc}") from exc
-        try:
+        try:  # a connection that fails here is closed at once (see `JournalReader`)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                # NORMAL in WAL mode: a commit survives the process being killed (it is in
+                # the OS's cache); only an OS crash can lose the last commits, never
+                # corrupt them.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(_SCHEMA)
+            except sqlite3.Error as exc:
+                raise JournalError(f"cannot create journal {str(path)!r}: {exc}") from exc
             return cls(path, conn, scenario, setup)
         except BaseException:
             conn.close()
@@ -131,11 +135,14 @@ class Journal:
         path = Path(path)
         try:
             conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
             raise JournalError(f"cannot open journal {str(path)!r} to append: {exc}") from exc
         try:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.Error as exc:
+                raise JournalError(f"cannot open journal {str(path)!r} to append: {exc}") from exc
             journal = cls(path, conn, header.get("scenario"), header.get("setup"))
         except BaseException:
             conn.close()

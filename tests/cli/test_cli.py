@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -173,9 +174,8 @@ def test_a_recorded_run_replays_and_reports_a_match(recorded_quickstart):
 def test_a_tampered_journal_reports_the_divergence_and_exits_1(recorded_quickstart, tmp_path):
     tampered = tmp_path / "tampered.db"
     shutil.copy(recorded_quickstart[1], tampered)
-    with sqlite3.connect(tampered) as conn:
+    with contextlib.closing(sqlite3.connect(tampered)) as conn, conn:
         conn.execute("UPDATE ticks SET digest = 'f00d' WHERE tick = 4")
-    conn.close()
     done = tickwork("replay", str(tampered))
     assert done.returncode == 1
     assert "replay diverged at tick 4: expected digest f00d" in done.stderr

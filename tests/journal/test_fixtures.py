@@ -8,6 +8,7 @@ alters what a tick records or how a state is digested without versioning the jou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
@@ -149,7 +150,7 @@ def test_the_agent_tree_run_recorded_now_follows_format_3(tmp_path):
 def _tampered(fixture: Path, tmp_path: Path) -> list[tuple[str, Path]]:
     """Copies of ``fixture``, each with one input's field set to a value of the wrong kind:
     every top-level field of the first input of each kind, and every field one level in."""
-    with sqlite3.connect(fixture) as db:
+    with contextlib.closing(sqlite3.connect(fixture)) as db, db:
         rows = db.execute("SELECT tick, seq, kind, payload FROM inputs ORDER BY tick, seq")
         first = {kind: (tick, seq, payload) for tick, seq, kind, payload in reversed(list(rows))}
     out = []
@@ -172,7 +173,7 @@ def _tampered(fixture: Path, tmp_path: Path) -> list[tuple[str, Path]]:
                 target[where[-1]] = bad
                 path = tmp_path / f"{kind}-{'.'.join(where)}-{type(bad).__name__}.db"
                 shutil.copyfile(fixture, path)
-                with sqlite3.connect(path) as db:
+                with contextlib.closing(sqlite3.connect(path)) as db, db:
                     db.execute(
                         "UPDATE inputs SET payload = ? WHERE tick = ? AND seq = ?",
                         (json.dumps(changed), tick, seq),
@@ -223,7 +224,7 @@ def test_a_journal_whose_header_holds_the_wrong_kind_is_refused_naming_the_key(
     # no attribute 'get'" (or "'NoneType' object is not iterable").
     path = tmp_path / "run.db"
     shutil.copyfile(FIXTURES[0], path)
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         (stored,) = db.execute("SELECT value FROM meta WHERE key = 'header'").fetchone()
         value = {**json.loads(stored), **header} if isinstance(header, dict) else header
         db.execute("UPDATE meta SET value = ? WHERE key = 'header'", (json.dumps(value),))
@@ -238,7 +239,7 @@ def test_a_divergence_explained_from_damaged_agent_states_names_the_row(tmp_path
     # failed that with "internal error: TypeError: 'int' object is not iterable".
     path = tmp_path / "run.db"
     shutil.copyfile(FIXTURES[0], path)
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.execute("UPDATE ticks SET digest = '00' WHERE tick = 3")
         db.execute("UPDATE agent_states SET fields = ?", (fields,))
         (tick, agent) = db.execute(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 import shutil
@@ -529,7 +530,7 @@ def test_a_journal_whose_behaviour_is_gone_is_refused_by_name(tmp_path):
 def test_a_journal_from_a_newer_tickwork_is_refused(tmp_path):
     path = tmp_path / "run.db"
     _record_a_prompt(path)
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'format'")
     with pytest.raises(JournalError, match="journal format 99, newer than this tickwork"):
         resume(path)
