@@ -71,7 +71,8 @@ def resume(
     The world is rebuilt by replaying the journal (up to ``at_tick`` if given), then goes
     live: it records on into the same journal, or into ``journal`` (a new, empty
     ``Journal.create(...)``: a fork, which gets the header and the prefix first, so it
-    replays on its own; the original is left untouched). Nothing ticks until you do.
+    replays on its own; the original is left untouched; handed over, it is closed with the
+    world, or here if the resume fails). Nothing ticks until you do.
 
     ``tools``, ``models`` and ``behaviors`` are what the live run had; for a scenario run
     any left out are built from the scenario the journal stores, importing code only from
@@ -108,8 +109,7 @@ def resume(
         last_now = recorded[-1].now if recorded else float(header.get("start", 0.0))
         clock = _clock(where, header, clock, last_now)
     except BaseException:
-        if isinstance(tool_executor, ToolBackend):
-            tool_executor.close()  # handed over, and no world took it
+        _abandon(None, tool_executor, journal)
         raise
     effects = ReplayEffects(frozenset(header.get("approval_required", ())))
     world = rebuild(
@@ -141,11 +141,24 @@ def resume(
         live = world._go_live(target)
         _restart(world, effects, live, _open_at_end(recorded))
     except BaseException:
-        world.close()
-        if target is None and journal is not None:
-            journal.close()
+        _abandon(world, None, target if target is not None else journal)
         raise
     return world
+
+
+def _abandon(world: World | None, backend: object, journal: Journal | None) -> None:
+    """Close what a resume that failed made or was handed: the world (which closes its
+    backend), else the backend no world took, and the journal it would have recorded into
+    (the fork handed over, or the one opened to append; the world closed it if it went
+    live, and closing is idempotent). Unclosed, a journal keeps its writer's lock."""
+    try:
+        if world is not None:
+            world.close()
+        elif isinstance(backend, ToolBackend):
+            backend.close()
+    finally:
+        if journal is not None:
+            journal.close()
 
 
 def _checked_at_tick(where: str, at_tick: int | None, journal: Journal | None, last: int) -> int:

@@ -19,6 +19,7 @@ import os
 import platform
 import sqlite3
 import stat
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,10 @@ class Journal:
         self.ticks = 0
         self.inputs = 0
         self._lock = _writer_lock(path)
+        # A journal dropped unclosed (a world that was never made or closed) lets go of its
+        # writer's lock when it is collected, as its connection does: a bare descriptor
+        # is an int, which nothing closes, and the path stayed locked for the process.
+        self._unlock = None if self._lock is None else weakref.finalize(self, os.close, self._lock)
 
     @classmethod
     def create(
@@ -260,8 +265,8 @@ class Journal:
         with contextlib.suppress(sqlite3.Error):  # else the WAL stays beside it; still read
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._conn.close()
-        if self._lock is not None:
-            os.close(self._lock)  # releases the writer's lock
+        if self._unlock is not None:
+            self._unlock()  # closes the lock's descriptor (once), releasing it
 
 
 def _one_by_one(rows: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:

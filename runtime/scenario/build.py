@@ -64,20 +64,28 @@ def build_tools(scenario: Scenario, *, ship_by_value: bool = False) -> ToolRegis
 def build_world(scenario: Scenario, *, journal: Recorder | None = None) -> World:
     """The ``World`` the scenario describes, its behaviours registered (no agents yet).
 
+    ``journal`` is handed over, as to ``World``: closed with the world, or here when the
+    build fails (a journal left open keeps its path locked).
+
     Raises:
         ConfigError: a setting the world refuses (the scenario checks catch these first), or
             a Dask backend that cannot be started or reached.
     """
     settings = scenario.world
     clock = ManualClock() if settings.clock == "virtual" else MonotonicClock()
-    models = build_models(scenario)
-    tools = build_tools(scenario, ship_by_value=settings.lane_backend != "threads")
-    backend = tool_backend(
-        settings.lane_backend,
-        scheduler_address=settings.scheduler_address,
-        workers=settings.workers,
-        retries=settings.retries,
-    )
+    try:
+        models = build_models(scenario)
+        tools = build_tools(scenario, ship_by_value=settings.lane_backend != "threads")
+        backend = tool_backend(
+            settings.lane_backend,
+            scheduler_address=settings.scheduler_address,
+            workers=settings.workers,
+            retries=settings.retries,
+        )
+    except BaseException:
+        if journal is not None:
+            journal.close()
+        raise
     world = World(  # handed the backend: the world closes it, even if it refuses it
         seed=settings.seed,
         clock=clock,
@@ -90,8 +98,12 @@ def build_world(scenario: Scenario, *, journal: Recorder | None = None) -> World
         tool_executor=backend,
         lockstep=settings.lockstep,  # None: on exactly when the clock is virtual
     )
-    register_scenario_behaviors(world.behaviors, scenario)
-    install_host(world, scenario.systems, scenario.actions)
+    try:
+        register_scenario_behaviors(world.behaviors, scenario)
+        install_host(world, scenario.systems, scenario.actions)
+    except BaseException:
+        world.close()  # and with it the journal and the backend
+        raise
     return world
 
 

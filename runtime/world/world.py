@@ -113,7 +113,10 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
     ``tool_executor`` runs tool jobs off the lane's own threads: a bare ``Executor`` is
     borrowed, a `runtime.cluster.ToolBackend` (such as ``DaskBackend``) is handed over and
     closed with the world. Either way the lane keeps capacity and counters, and ``local_only``
-    tools (``AskUserTool``) are refused: they need this process's hub.
+    tools (``AskUserTool``) are refused: they need this process's hub. A ``journal`` is
+    handed over too. Both are closed when the world is, or at once when the constructor
+    raises (a bad setting), so ``World(journal=Journal.create(path), ...)`` never leaves
+    ``path`` locked.
 
     ``lockstep`` fixes the tick at which lane work lands (DESIGN.md, "Determinism contract",
     **Delivery**): every job dispatched at tick t lands at tick t+1, in dispatch order, the
@@ -153,99 +156,108 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
         effects: Effects | None = None,
         keep_finished: int | None = None,
     ) -> None:
-        _check_settings(
-            seed,
-            tool_capacity,
-            inference_capacity,
-            interaction_timeout_secs,
-            lockstep,
-            keep_finished,
-        )
-        _check_parts(clock=clock, tools=tools, models=models, journal=journal, behaviors=behaviors)
-        self.seed = seed
-        self.clock: Clock = clock if clock is not None else MonotonicClock()
-        if lockstep is None:
-            lockstep = isinstance(self.clock, ManualClock)
-        self.lockstep = lockstep
-        self.wake = Wake()
-        self._inbox = Inbox(self.wake)
-        self._lockstep = Lockstep(self._inbox, self.clock) if lockstep else None
-        self.hub = InteractionHub(
-            clock=self.clock if self._lockstep is None else self._lockstep.hub_clock(),
-            timeout_secs=interaction_timeout_secs,
-            listener=self._inbox.put if self._lockstep is None else self._lockstep.hub_event,
-        )
-        self.hub.attach_wake(self.wake)
-        self.tools = tools if tools is not None else ToolRegistry()
-        self.models: dict[str, Model] = dict(models or {})
-        self.streams = StreamHub()  # streamed model deltas: never inputs (see on_stream)
-        self._usage = UsageMeter()
-        self._tool_backend, tool_executor = take_tool_executor(tool_executor, self.tools)
-        self._tool_executor = tool_executor
-        on_outcome = self._inbox.put if self._lockstep is None else self._lockstep.outcome
-        on_end = None if self._lockstep is None else self._lockstep.ended
-        self.lane = ToolLane(
-            tool_capacity,
-            name="tools",
-            executor=tool_executor,
-            on_outcome=on_outcome,
-            on_end=on_end,
-        )
-        self.inference_lane = ToolLane(
-            inference_capacity, name="inference", on_outcome=on_outcome, on_end=on_end
-        )
-        self.behaviors = BehaviorRegistry(parent=GLOBAL_BEHAVIORS)
-        self.behaviors.update(behaviors or {})
-        # A replay hands in its own effects: its ticks are not live (no probes, no metrics).
-        live = self._live = effects is None
-        if effects is None:
-            effects = self._live_effects()
-        self._state = WorldState(
-            seed=seed,
-            effects=effects,
-            behaviors=self.behaviors,
-            now=self.clock.now(),
-            keep_finished=keep_finished,
-        )
-        self._host = self._state.host = HostECS(self._state)
-        # Weakly: nothing below the World may refer back to it (esper's global map reaches
-        # the state, and an unclosed World would live as long as the process).
-        self._state.release_now = weakref.WeakMethod(self._release)
-        self._lock = threading.RLock()  # held by a tick and by reads: whole ticks only
-        # Guards the agent ids: `_pending_ids` and the adding and dropping of records.
-        self._ids_lock = self._state.ids_lock
-        # Ids `spawn` handed out whose agent the tick has not created yet, in order; once
-        # created, an id lives on as its record's key alone (a second dict of every id
-        # ever handed out cost ~38 B an agent).
-        self._pending_ids: dict[str, None] = {}
-        self._spawned = 0
-        self._next_host_id = HOST_IDS_START
-        self._closed = False
-        self._digest_total = 0
-        self._journal = journal
-        self._track_digests = track_digests or journal is not None
-        self._runner: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._run_error: BaseException | None = None
-        # Host timers (call_at) and tick observers: run on the tick thread, never in a replay.
-        self._timers = HostTimers()
-        # Observers of every tick, and of ticks with inputs only (typed in `Observing`).
-        self._observers, self._input_observers = [], []
-        # Probes (telemetry) see live ticks only; `_probe` is the one the tick calls.
-        # A live world starts with the probes the process set up (telemetry); a replay none.
-        self._probes: list[Probe] = process_probes() if live else []
-        self._probe: Probe | None = None
-        self._set_probe()
-        self._recorder: MetricsRecorder | None = None
-        self._name = f"tickwork-{next(_world_numbers)}"
-        self._stages = self._install_pipeline()
-        # A world dropped unclosed takes its esper world with it: nothing below the World
-        # refers to it (the effects read the tick's time through its attributes, the hub
-        # tells lockstep, not the world), so it can be collected though esper holds them.
-        self._forget_esper = weakref.finalize(self, _drop_esper_world, self._name)
-        self._forget_esper.atexit = False
-        if journal is not None:
-            journal.begin(self._settings())
+        # A journal and a backend handed over are the world's from the call: closed here
+        # when it refuses to be made, as `close()` closes them (an unclosed `Journal` kept
+        # its writer's lock for the process's life, and `Journal.create` refused the path).
+        try:
+            _check_settings(
+                seed,
+                tool_capacity,
+                inference_capacity,
+                interaction_timeout_secs,
+                lockstep,
+                keep_finished,
+            )
+            _check_parts(
+                clock=clock, tools=tools, models=models, journal=journal, behaviors=behaviors
+            )
+            self.seed = seed
+            self.clock: Clock = clock if clock is not None else MonotonicClock()
+            if lockstep is None:
+                lockstep = isinstance(self.clock, ManualClock)
+            self.lockstep = lockstep
+            self.wake = Wake()
+            self._inbox = Inbox(self.wake)
+            self._lockstep = Lockstep(self._inbox, self.clock) if lockstep else None
+            self.hub = InteractionHub(
+                clock=self.clock if self._lockstep is None else self._lockstep.hub_clock(),
+                timeout_secs=interaction_timeout_secs,
+                listener=self._inbox.put if self._lockstep is None else self._lockstep.hub_event,
+            )
+            self.hub.attach_wake(self.wake)
+            self.tools = tools if tools is not None else ToolRegistry()
+            self.models: dict[str, Model] = dict(models or {})
+            self.streams = StreamHub()  # streamed model deltas: never inputs (see on_stream)
+            self._usage = UsageMeter()
+            self._tool_backend, executor = take_tool_executor(tool_executor, self.tools)
+            self._tool_executor = executor
+            on_outcome = self._inbox.put if self._lockstep is None else self._lockstep.outcome
+            on_end = None if self._lockstep is None else self._lockstep.ended
+            self.lane = ToolLane(
+                tool_capacity,
+                name="tools",
+                executor=executor,
+                on_outcome=on_outcome,
+                on_end=on_end,
+            )
+            self.inference_lane = ToolLane(
+                inference_capacity, name="inference", on_outcome=on_outcome, on_end=on_end
+            )
+            self.behaviors = BehaviorRegistry(parent=GLOBAL_BEHAVIORS)
+            self.behaviors.update(behaviors or {})
+            # A replay hands in its own effects: its ticks are not live (no probes, no metrics).
+            live = self._live = effects is None
+            if effects is None:
+                effects = self._live_effects()
+            self._state = WorldState(
+                seed=seed,
+                effects=effects,
+                behaviors=self.behaviors,
+                now=self.clock.now(),
+                keep_finished=keep_finished,
+            )
+            self._host = self._state.host = HostECS(self._state)
+            # Weakly: nothing below the World may refer back to it (esper's global map reaches
+            # the state, and an unclosed World would live as long as the process).
+            self._state.release_now = weakref.WeakMethod(self._release)
+            self._lock = threading.RLock()  # held by a tick and by reads: whole ticks only
+            # Guards the agent ids: `_pending_ids` and the adding and dropping of records.
+            self._ids_lock = self._state.ids_lock
+            # Ids `spawn` handed out whose agent the tick has not created yet, in order; once
+            # created, an id lives on as its record's key alone (a second dict of every id
+            # ever handed out cost ~38 B an agent).
+            self._pending_ids: dict[str, None] = {}
+            self._spawned = 0
+            self._next_host_id = HOST_IDS_START
+            self._closed = False
+            self._digest_total = 0
+            self._journal = journal
+            self._track_digests = track_digests or journal is not None
+            self._runner: threading.Thread | None = None
+            self._stop = threading.Event()
+            self._run_error: BaseException | None = None
+            # Host timers (call_at) and tick observers: run on the tick thread, never in a replay.
+            self._timers = HostTimers()
+            # Observers of every tick, and of ticks with inputs only (typed in `Observing`).
+            self._observers, self._input_observers = [], []
+            # Probes (telemetry) see live ticks only; `_probe` is the one the tick calls.
+            # A live world starts with the probes the process set up (telemetry); a replay none.
+            self._probes: list[Probe] = process_probes() if live else []
+            self._probe: Probe | None = None
+            self._set_probe()
+            self._recorder: MetricsRecorder | None = None
+            self._name = f"tickwork-{next(_world_numbers)}"
+            self._stages = self._install_pipeline()
+            # A world dropped unclosed takes its esper world with it: nothing below the World
+            # refers to it (the effects read the tick's time through its attributes, the hub
+            # tells lockstep, not the world), so it can be collected though esper holds them.
+            self._forget_esper = weakref.finalize(self, _drop_esper_world, self._name)
+            self._forget_esper.atexit = False
+            if journal is not None:
+                journal.begin(self._settings())
+        except BaseException:
+            _close_handed(journal, tool_executor)
+            raise
 
     def _install_pipeline(self) -> list[str]:
         """Create this world's esper world: the lane gauges and the built-in systems, with
@@ -481,6 +493,25 @@ def _check_settings(
 _OWN_CLOCKS = (MonotonicClock, ManualClock)
 
 
+def _is_recorder(journal: object) -> bool:
+    """Whether ``journal`` has what a world calls on its journal."""
+    return all(
+        callable(getattr(journal, method, None)) for method in ("begin", "record_tick", "close")
+    )
+
+
+def _close_handed(journal: object, tool_executor: object) -> None:
+    """Close the journal and the tool backend a ``World`` was handed when it refuses to be
+    made (a `ToolBackend`'s ``close`` is idempotent; a bare executor is only borrowed, and
+    something that is not a journal was never taken)."""
+    try:
+        if tool_executor is not None and isinstance(tool_executor, ToolBackend):
+            tool_executor.close()
+    finally:
+        if journal is not None and _is_recorder(journal):
+            journal.close()  # type: ignore[attr-defined]
+
+
 def _check_parts(
     *, clock: object, tools: object, models: object, journal: object, behaviors: object
 ) -> None:
@@ -503,9 +534,7 @@ def _check_parts(
                     f"`models[{shown(name)}]` must be a model (with a `complete` method),"
                     f" got {shown(model)}"
                 )
-    if journal is not None and not all(
-        callable(getattr(journal, method, None)) for method in ("begin", "record_tick", "close")
-    ):
+    if journal is not None and not _is_recorder(journal):
         raise ConfigError(
             f"`journal` must be a Journal (`Journal.create(path)`), got {shown(journal)}"
         )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
+import importlib
 import random
 import shutil
 import signal
@@ -629,6 +631,46 @@ def test_a_backend_handed_to_resume_is_closed_with_its_world_or_when_the_resume_
     assert resumed.backend_info().kind == "executor" and taken.closed == 0
     resumed.close()
     assert taken.closed == 1
+
+
+def test_the_journal_a_resume_would_record_into_is_closed_when_the_resume_fails(
+    tmp_path, monkeypatch
+):
+    # A fork handed over, or the journal opened to append, kept its writer's lock when the
+    # resume failed (a bare descriptor no collector closes): the next `resume(path)` or
+    # `Journal.create(fork, overwrite=True)` said a running tickwork was writing it.
+    path = tmp_path / "run.db"
+    world = World(seed=1, clock=ManualClock(), journal=Journal.create(path))
+    world.spawn(sleeper)
+    world.tick()
+    world.close()
+    fork = tmp_path / "fork.db"
+    module = importlib.import_module("runtime.journal.resume")
+
+    def fail(*args: Any) -> None:
+        raise JournalError("disk full")
+
+    # Each journal is kept referenced (a variable, the exception's frames), so that what
+    # closes it must be the resume, not its being freed.
+    gc.disable()
+    try:
+        early = Journal.create(fork)
+        with pytest.raises(JournalError, match="at_tick"):  # before the world is rebuilt
+            resume(path, at_tick=9, journal=early)
+        late = Journal.create(fork, overwrite=True)
+        with monkeypatch.context() as patched:  # the fork's prefix cannot be written
+            patched.setattr(Journal, "write_prefix", fail)
+            with pytest.raises(JournalError, match="disk full"):
+                resume(path, at_tick=1, journal=late)
+        Journal.create(fork, overwrite=True).close()
+        with monkeypatch.context() as patched:  # after the journal was opened to append
+            patched.setattr(module, "_charge_budgets", fail)
+            with pytest.raises(JournalError, match="disk full") as caught:
+                resume(path)
+        resume(path).close()
+        del early, late, caught
+    finally:
+        gc.enable()
 
 
 def _three_sleeps(turn):

@@ -141,3 +141,13 @@ def test_a_journal_that_cannot_be_made_is_closed_at_once(tmp_path, monkeypatch):
         assert _open_files(path) == []
     finally:
         gc.enable()
+
+
+def test_a_journal_dropped_unclosed_lets_go_of_its_lock_when_collected(tmp_path):
+    # Its connection closed when collected, but the writer's lock is a bare descriptor:
+    # the path stayed locked ("being written by a running tickwork") for the process.
+    path = tmp_path / "j.db"
+    journal = Journal.create(path)
+    del journal
+    gc.collect()
+    Journal.create(path, overwrite=True).close()

@@ -107,3 +107,23 @@ def test_bad_host_keys_are_reported_with_file_line_and_key(tmp_path, body, expec
         load_scenario(_write(tmp_path, agents + body))
     assert any(expected in p for p in caught.value.problems), caught.value.problems
     assert all(p.startswith(str(tmp_path / "village.toml") + ":") for p in caught.value.problems)
+
+
+@pytest.mark.parametrize("where", ["build_tools", "install_host"])
+def test_a_build_that_fails_closes_the_journal_handed_to_it(tmp_path, monkeypatch, where):
+    # Before the world was made, or after (its host systems refused): the journal, kept
+    # open, held its writer's lock and the path could not be recorded to again.
+    from runtime.scenario import build
+
+    scenario = load_scenario(_write(tmp_path, SCENARIO))
+    path = tmp_path / "run.db"
+    journal = Journal.create(path, scenario=scenario.header())  # kept referenced
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise RuntimeError(f"{where} failed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(build, where, fail)
+        with pytest.raises(RuntimeError, match=f"{where} failed"):
+            build_world(scenario, journal=journal)
+    Journal.create(path, overwrite=True).close()

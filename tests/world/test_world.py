@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import gc
 import math
 import os
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -18,6 +21,7 @@ from runtime import (
     InteractionRequest,
     InteractionResponse,
     Join,
+    Journal,
     ManualClock,
     ModelError,
     ModelReply,
@@ -648,6 +652,92 @@ def test_yielding_something_that_is_not_an_action_fails_the_agent(make_world):
     agent = world.spawn(confused)
     world.run_until_idle()
     assert world.status(agent).message == "behaviour yielded 42, which is not an action"
+
+
+class _Backend:
+    """A tool backend handed to a world: what `ToolBackend` asks, and its closes counted."""
+
+    def __init__(self) -> None:
+        self.executor = concurrent.futures.ThreadPoolExecutor(1)
+        self.closed = 0
+
+    def info(self) -> Any:
+        from runtime.lane import BackendInfo
+
+        return BackendInfo("executor")
+
+    def close(self) -> None:
+        self.closed += 1
+        self.executor.shutdown()
+
+
+class _FailingRecorder:
+    """A journal whose header cannot be written: the constructor's last step fails."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    def begin(self, settings: dict[str, Any]) -> None:
+        raise OSError("disk full")
+
+    def record_tick(self, *args: Any) -> None:
+        raise AssertionError("no tick is recorded")
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"tool_capacity": 0}, {"seed": "x"}, {"behaviors": {"b": 42}}],
+    ids=["setting", "seed", "behaviour"],
+)
+def test_a_world_that_refuses_to_be_made_closes_the_journal_and_backend_handed_to_it(tmp_path, bad):
+    # The journal kept its writer's lock until the process ended (a bare descriptor, which
+    # no collector closes): `Journal.create(path, overwrite=True)` then said a running
+    # tickwork was writing it. The backend kept its worker threads.
+    path = tmp_path / "run.db"
+    backend = _Backend()
+    journal = Journal.create(path)  # kept referenced: the world must close it, not a free
+    gc.disable()
+    try:
+        with pytest.raises((ConfigError, TypeError)):
+            World(journal=journal, tool_executor=backend, **bad)
+        assert backend.closed >= 1
+        Journal.create(path, overwrite=True).close()
+    finally:
+        gc.enable()
+    recorder = _FailingRecorder()
+    with pytest.raises(OSError, match="disk full"):
+        World(journal=recorder)
+    assert recorder.closed == 1
+
+
+def test_a_loop_whose_thread_cannot_start_can_be_started_again_and_closed(monkeypatch):
+    # The unstarted thread was kept as the runner: `stop()` and `close()` raised "cannot
+    # join thread before it is started".
+    world = World(clock=ManualClock())
+    start = threading.Thread.start
+
+    def refuse(thread: threading.Thread) -> None:
+        if thread.name.endswith("-tick"):
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", refuse)
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            world.start()
+    world.stop()  # joined the thread that never started
+    agent = world.spawn(_rests)
+    world.start()
+    wait_for(lambda: world.status(agent).kind is StatusKind.COMPLETE, what="the agent to end")
+    world.close()
+
+
+def _rests(turn: Any) -> Any:
+    yield Sleep(0)
+    return "rested"
 
 
 def test_bad_commands_fail_at_the_call_naming_the_value(make_world):
