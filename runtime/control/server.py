@@ -143,13 +143,17 @@ class ControlServer:
             self._token = secrets.token_hex(32)
             self._write_token()
             self._listener = self._bind()
+            self.world.observe(self._on_tick)
+            self.world.on_stream(self._on_delta)
+            accept = threading.Thread(
+                target=self._accept_loop, name="tickwork-control", daemon=True
+            )
+            accept.start()  # may fail (no thread to be had): nothing is left behind then
         except BaseException:
+            self.world.unobserve(self._on_tick)
+            self.world.streams.remove_hook(self._on_delta)
             self._release()
             raise
-        self.world.observe(self._on_tick)
-        self.world.on_stream(self._on_delta)
-        accept = threading.Thread(target=self._accept_loop, name="tickwork-control", daemon=True)
-        accept.start()
         self._threads.append(accept)
 
     def _write_token(self) -> None:
@@ -253,13 +257,24 @@ class ControlServer:
                 self.accepted += 1
                 evicted = self._make_room()
                 if evicted is not FULL:
-                    self._clients[conn] = time.monotonic()
-                    # Started under the lock: close() joins only started threads.
-                    self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-                    thread.start()
+                    # Started under the lock, and only a started one listed: close() joins
+                    # what is listed. One that cannot start (no thread to be had) refuses
+                    # this client; the loop goes on serving (it died, and close() with it).
+                    try:
+                        thread.start()
+                    except RuntimeError:
+                        refused = "cannot start a thread for this client: try again later"
+                    else:
+                        refused = ""
+                        self._clients[conn] = time.monotonic()
+                        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
             if evicted is FULL:
-                send_quietly(conn, error_reply("busy", f"too many clients (at most {MAX_CLIENTS})"))
+                refused = f"too many clients (at most {MAX_CLIENTS})"
+            if refused:
+                send_quietly(conn, error_reply("busy", refused))
                 conn.close()
+                if isinstance(evicted, socket.socket):
+                    shut([evicted])
                 continue
             if isinstance(evicted, socket.socket):
                 shut([evicted])  # its thread wakes, sees the hang-up and exits

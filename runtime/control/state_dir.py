@@ -48,8 +48,8 @@ class StateDir:
         could once write, a planted ``serve.lock`` link must not get its target truncated.
 
         Raises:
-            ControlError: another ``tickwork serve`` holds it, or it is not a plain file of
-                ours.
+            ControlError: another ``tickwork serve`` holds it, it is not a plain file of
+                ours, or it cannot be written (a full disk).
         """
         if self._lock_fd is not None:
             return
@@ -78,8 +78,12 @@ class StateDir:
             # our flock: the lock we hold guards nothing. Take the new file's instead.
             os.close(fd)
             return self.acquire()
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # a full disk: the lock must not outlive the refusal
+            os.close(fd)
+            raise ControlError(f"cannot write {str(self.lock)!r}: {exc}") from exc
         self._lock_fd = fd
 
     def release(self, *, remove: bool = False) -> None:

@@ -161,6 +161,61 @@ def test_closing_removes_the_socket_and_token_and_frees_the_state_dir(state):
             assert client.request("ping")["ok"] is True
 
 
+def _no_thread_named(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Threads called ``name`` fail to start, as when the process has no thread to give."""
+    start = threading.Thread.start
+
+    def refuse(thread: threading.Thread) -> None:
+        if thread.name == name:
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+
+
+def test_a_server_whose_thread_cannot_start_leaves_nothing_behind(monkeypatch, state):
+    # Its lock, socket, token file and tick observer stayed: the next server on the state
+    # dir said another was already running.
+    with World() as world:
+        server = ControlServer(world, state)
+        with monkeypatch.context() as patched:
+            _no_thread_named(patched, "tickwork-control")
+            with pytest.raises(RuntimeError, match="can't start new thread"):
+                server.start()
+        assert not (state / "control.sock").exists() and not (state / "token").exists()
+        assert not world.unobserve(server._on_tick)
+        with ControlServer(world, state), ControlClient(state) as client:
+            assert client.request("ping")["ok"] is True
+
+
+def test_a_client_whose_thread_cannot_start_is_refused_and_the_server_goes_on(monkeypatch, served):
+    # The accept loop died on it (the server stopped accepting, silently), and close()
+    # raised joining the thread it had listed before starting it.
+    with monkeypatch.context() as patched:
+        _no_thread_named(patched, "tickwork-client")
+        with served.client() as client, pytest.raises(ControlError, match="cannot start a thread"):
+            client.request("ping")
+    with served.client() as client:
+        assert client.request("ping")["ok"] is True
+    served.server.close()  # raises if an unstarted thread was listed
+    assert not (served.state / "control.sock").exists()
+
+
+def test_a_lock_file_that_cannot_be_written_is_not_left_locked(monkeypatch, state):
+    # A full disk: `os.write` failed after the flock, the descriptor was never recorded,
+    # and the state dir stayed locked for the process.
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    with World() as world:
+        with monkeypatch.context() as patched:
+            patched.setattr(os, "write", full)
+            with pytest.raises(ControlError, match=r"cannot write .*serve\.lock.*No space left"):
+                ControlServer(world, state).start()
+        with ControlServer(world, state), ControlClient(state) as client:
+            assert client.request("ping")["ok"] is True
+
+
 def test_a_client_without_a_server_gets_a_clear_error(state):
     with pytest.raises(ControlError, match="no `tickwork serve` is running on state dir"):
         ControlClient(state)
