@@ -149,18 +149,26 @@ def run_process(
         return ProcessResult(argv, ProcessEnd.CANCELLED, None, "", "", 0.0, 0)
 
     started = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=None if env is None else dict(env),
-        start_new_session=True,  # its own process group: killpg reaches grandchildren
-    )
+    # The wake pipe first: once the child runs, nothing may fail before the wait that
+    # bounds it (a pipe refused for want of descriptors left it running, its timeout
+    # never applied).
     wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_r, False)
-    os.set_blocking(wake_w, False)
+    try:
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            start_new_session=True,  # its own process group: killpg reaches grandchildren
+        )
+    except BaseException:
+        os.close(wake_r)
+        os.close(wake_w)
+        raise
     # A callback already running as the run ends (the canceller's thread, between two
     # callbacks) must not write once the pipe is closed: the descriptor may be another
     # file's by then (another tool's wake pipe: a spurious kill).
@@ -215,8 +223,8 @@ def _wait(
     assert proc.stderr is not None
     out, err = _Capture(max_output), _Capture(max_output)
     captures = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    sel = selectors.DefaultSelector()  # before the pidfd, which the `finally` closes
     pidfd = _pidfd_open(proc.pid)
-    sel = selectors.DefaultSelector()
     try:
         for fd in captures:
             os.set_blocking(fd, False)

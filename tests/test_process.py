@@ -164,3 +164,34 @@ def test_an_error_in_the_wait_kills_the_childs_group(monkeypatch, tmp_path):
         time.sleep(0.01)
     assert not _alive(grandchild)
     assert not _process_group_alive(started[0])
+
+
+def test_a_run_refused_its_wake_pipe_leaves_no_child_running(monkeypatch):
+    # The child was started first: a pipe refused then (no descriptor left, another tool
+    # holding them) raised with it running, its timeout never applied.
+    import errno
+    import subprocess
+
+    real_pipe, real_popen = os.pipe, subprocess.Popen
+    children: list[subprocess.Popen[bytes]] = []
+
+    def pipe() -> tuple[int, int]:
+        if sys._getframe(1).f_code.co_name == "run_process":  # the run's own, not Popen's
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_pipe()
+
+    def popen(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        child = real_popen(*args, **kwargs)  # type: ignore[call-overload]
+        children.append(child)
+        return child
+
+    monkeypatch.setattr(os, "pipe", pipe)
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    try:
+        with pytest.raises(OSError, match="Too many open files"):
+            run_process([sys.executable, "-c", "import time; time.sleep(30)"], timeout=1)
+        assert [child.poll() for child in children if child.poll() is None] == []
+    finally:
+        for child in children:
+            child.kill()
+            child.wait(timeout=10)

@@ -111,11 +111,14 @@ class DaskBackend:
                 )
             client = distributed.Client(cluster, set_as_default=False, timeout=timeout)
             client.wait_for_workers(workers, timeout=timeout)
-        except Exception as exc:
+        except BaseException as exc:
+            # Ctrl-C while the workers start too: their processes must not outlive it.
             for part in (client, cluster):
                 if part is not None:
                     with contextlib.suppress(Exception):
                         part.close()
+            if not isinstance(exc, Exception):
+                raise
             raise ConfigError(
                 f"a local dask cluster of `workers`={workers} did not start: "
                 f"{type(exc).__name__}: {exc}"

@@ -63,10 +63,14 @@ class _Timer:
         with self._cond:
             heapq.heappush(self._heap, (when, next(self._seq), deadline))
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="tickwork-deadlines", daemon=True
-                )
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name="tickwork-deadlines", daemon=True)
+                try:
+                    thread.start()
+                except BaseException:  # no thread to be had: this one is refused, and
+                    deadline._state = 2  # the next schedule tries again (a thread kept
+                    self._cancelled += 1  # unstarted stopped every later deadline)
+                    raise
+                self._thread = thread
             elif self._heap[0][2] is deadline:  # earlier than what the thread waits for
                 self._cond.notify()
         return deadline

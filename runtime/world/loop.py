@@ -241,10 +241,16 @@ class RunLoop:
             raise RuntimeError("the world is already running")
         self._stop.clear()
         self._run_error = None
+        # Set before it starts (an observer on it may call `stop()` at once), and dropped
+        # if it cannot start: `stop()` (and `close()`) would join a thread never started.
         self._runner = threading.Thread(
             target=self._run_guarded, name=f"{self.name}-tick", daemon=True
         )
-        self._runner.start()
+        try:
+            self._runner.start()
+        except BaseException:
+            self._runner = None
+            raise
 
     def _run_guarded(self) -> None:
         try:

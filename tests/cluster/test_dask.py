@@ -641,3 +641,25 @@ def test_a_dask_scenario_resumed_runs_its_tools_on_a_cluster_again(tmp_path):
     assert pids and proc.pid not in pids  # ran in the workers
     assert 1 <= len(pids) <= 2
     assert replay(journal).ticks > 1
+
+
+def test_ctrl_c_while_a_local_cluster_starts_closes_the_cluster(monkeypatch):
+    # Only an `Exception` closed it: a Ctrl-C while the workers started left their
+    # processes running.
+    import distributed
+
+    made: list[Any] = []
+    real = distributed.LocalCluster
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    def interrupted(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(distributed, "LocalCluster", recording)
+    monkeypatch.setattr(distributed.Client, "wait_for_workers", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        DaskBackend.local(1, timeout=WAIT)
+    assert len(made) == 1 and made[0].status.name == "closed"

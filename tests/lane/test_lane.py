@@ -1552,3 +1552,28 @@ def test_reading_a_lane_waits_behind_its_lock_only_when_a_change_is_under_way(ma
         thread.join(WAIT)
     reader.join(WAIT)
     assert after[0].capacity == 3 and lane.gauge() is after[0]
+
+
+def test_a_deadline_timer_whose_thread_cannot_start_starts_one_at_the_next_schedule(
+    monkeypatch,
+):
+    # The unstarted thread was kept as the timer's: no deadline fired again in the process.
+    from runtime.lane import deadlines
+
+    timer = deadlines._Timer()
+    start = threading.Thread.start
+
+    def refuse(thread: threading.Thread) -> None:
+        if thread.name == "tickwork-deadlines":
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    refused = CancelToken()
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", refuse)
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            timer.schedule(0.0, refused, "refused")
+    token = CancelToken()
+    timer.schedule(0.01, token, "fires")
+    assert token.wait(WAIT) and token.reason == "fires"
+    assert not refused.cancelled  # the refused one never fires
