@@ -191,7 +191,10 @@ def serve_world(
             )
             world.start()
             while not stop.wait(0.05):
-                if _all_terminal(world):
+                # A loop that died (its journal could not be written) ticks no more: the
+                # serve ends, and `world.stop()` below raises why (it waited for Ctrl-C,
+                # taking commands that no tick would ever apply).
+                if _all_terminal(world) or not world.running:
                     break
         ended = f"stopped by {caught[0]}" if caught else "every agent is done"
         server.close()

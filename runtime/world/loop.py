@@ -252,6 +252,15 @@ class RunLoop:
             self._runner = None
             raise
 
+    @property
+    def running(self) -> bool:
+        """Whether ``start()``'s loop is running on its thread: False before ``start()``,
+        after ``stop()``, and once the loop has died of an error (a journal that cannot
+        be written), which ``stop()`` then raises. A host waiting on a started world
+        watches this to learn that nothing will tick any more."""
+        runner = self._runner
+        return runner is not None and runner.is_alive()
+
     def _run_guarded(self) -> None:
         try:
             self.run(self._stop)

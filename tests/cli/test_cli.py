@@ -275,6 +275,49 @@ def test_a_serve_refused_before_its_first_tick_leaves_no_journal(state_dir, tmp_
     assert journal.exists()
 
 
+BIG_SLEEPERS = """\
+name = "sleepers"
+[world]
+clock = "virtual"
+[[agents]]
+count = 500
+name = "s-{i}"
+message = "job {i}, with words enough to make each tick's record weigh something"
+steps = [{ sleep = 1 }, { sleep = 2 }, { sleep = 3 }, { finish = "{message}" }]
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="limits the file size of a child")
+def test_a_serve_whose_journal_cannot_be_written_ends_with_the_error(state_dir, tmp_path):
+    # Its tick loop died, and the serve waited for Ctrl-C, taking commands that no tick
+    # would ever apply. A file size limit fails the journal's writes as a full disk does:
+    # 800 kB take the first ticks' records (500 agents each) and not the whole run's.
+    import resource
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (800_000, 800_000))
+
+    scenario = tmp_path / "sleepers.toml"
+    scenario.write_text(BIG_SLEEPERS)
+    journal = tmp_path / "serve.db"
+    where = ["--state-dir", str(state_dir), "--journal", str(journal), "--quiet"]
+    done = subprocess.run(
+        [TICKWORK, "serve", str(scenario), *where],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,  # it ends in about a second; it hung until Ctrl-C
+        check=False,
+        preexec_fn=small_files,  # only sets limits, before the exec
+    )
+    assert done.returncode != 0
+    assert "tickwork: error: cannot write journal" in done.stderr, done.stderr
+    assert not (state_dir / "control.sock").exists()
+    with JournalReader(journal) as reader:
+        assert reader.tick_count() > 0  # whole up to the tick before: resumable
+
+
 def test_serve_respond_send_interrupt_and_cancel_end_to_end(state_dir, tmp_path):
     journal = tmp_path / "serve.db"
     where = ["--state-dir", str(state_dir)]

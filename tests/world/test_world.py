@@ -22,6 +22,7 @@ from runtime import (
     InteractionResponse,
     Join,
     Journal,
+    JournalError,
     ManualClock,
     ModelError,
     ModelReply,
@@ -738,6 +739,35 @@ def test_a_loop_whose_thread_cannot_start_can_be_started_again_and_closed(monkey
 def _rests(turn: Any) -> Any:
     yield Sleep(0)
     return "rested"
+
+
+class _FullDisk(_FailingRecorder):
+    """A journal that takes its header and then cannot record a tick."""
+
+    def begin(self, settings: dict[str, Any]) -> None:
+        pass
+
+    def record_tick(self, *args: Any) -> None:
+        raise JournalError("cannot write journal 'run.db': disk I/O error")
+
+
+def test_running_says_whether_the_started_loop_still_ticks():
+    # A host waiting on a started world learned that its loop had died (a journal that
+    # could not be written) only from `stop()`: `tickwork serve` waited for Ctrl-C.
+    world = World(journal=_FullDisk())
+    assert not world.running
+    world.start()
+    wait_for(lambda: not world.running, what="the loop to die of its journal")
+    with pytest.raises(JournalError, match="disk I/O error"):
+        world.stop()
+    assert not world.running
+    world.close()
+    healthy = World()
+    healthy.start()
+    assert healthy.running
+    healthy.stop()
+    assert not healthy.running
+    healthy.close()
 
 
 def test_bad_commands_fail_at_the_call_naming_the_value(make_world):
