@@ -6,10 +6,13 @@ import collections
 import contextlib
 import logging
 import queue
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -35,6 +38,7 @@ from runtime.wake import Wake
 from tests.test_cancel import _process_group_alive
 from tests.test_process import _alive
 
+ROOT = Path(__file__).resolve().parents[2]
 WAIT = 5.0  # the longest any wait here may take before it counts as a hang
 
 
@@ -1554,26 +1558,41 @@ def test_reading_a_lane_waits_behind_its_lock_only_when_a_change_is_under_way(ma
     assert after[0].capacity == 3 and lane.gauge() is after[0]
 
 
-def test_a_deadline_timer_whose_thread_cannot_start_starts_one_at_the_next_schedule(
-    monkeypatch,
-):
+def test_a_deadline_timer_whose_thread_cannot_start_starts_one_at_the_next_schedule():
     # The unstarted thread was kept as the timer's: no deadline fired again in the process.
-    from runtime.lane import deadlines
+    # In a process of its own: the timer's thread, once started, lives as long as it.
+    script = """
+import threading
+from runtime import CancelToken
+from runtime.lane import deadlines
 
-    timer = deadlines._Timer()
-    start = threading.Thread.start
+start = threading.Thread.start
+def refuse(thread):
+    if thread.name == "tickwork-deadlines":
+        raise RuntimeError("can't start new thread")
+    start(thread)
 
-    def refuse(thread: threading.Thread) -> None:
-        if thread.name == "tickwork-deadlines":
-            raise RuntimeError("can't start new thread")
-        start(thread)
-
-    refused = CancelToken()
-    with monkeypatch.context() as patched:
-        patched.setattr(threading.Thread, "start", refuse)
-        with pytest.raises(RuntimeError, match="can't start new thread"):
-            timer.schedule(0.0, refused, "refused")
-    token = CancelToken()
-    timer.schedule(0.01, token, "fires")
-    assert token.wait(WAIT) and token.reason == "fires"
-    assert not refused.cancelled  # the refused one never fires
+refused = CancelToken()
+threading.Thread.start = refuse
+try:
+    deadlines.schedule(0.0, refused, "refused")
+except RuntimeError as exc:
+    assert "can't start new thread" in str(exc)
+else:
+    raise AssertionError("the schedule was not refused")
+threading.Thread.start = start
+token = CancelToken()
+deadlines.schedule(0.01, token, "fires")
+assert token.wait(5.0), "no deadline fired"
+assert not refused.cancelled, "the refused deadline fired"
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
