@@ -145,16 +145,24 @@ class ControlServer:
             self._listener = self._bind()
             self.world.observe(self._on_tick)
             self.world.on_stream(self._on_delta)
-            accept = threading.Thread(
-                target=self._accept_loop, name="tickwork-control", daemon=True
-            )
-            accept.start()  # may fail (no thread to be had): nothing is left behind then
         except BaseException:
-            self.world.unobserve(self._on_tick)
-            self.world.streams.remove_hook(self._on_delta)
-            self._release()
+            self._unstart()
             raise
-        self._threads.append(accept)
+        accept = threading.Thread(target=self._accept_loop, name="tickwork-control", daemon=True)
+        try:
+            accept.start()
+        except RuntimeError:  # no thread to be had: nothing is left behind
+            self._unstart()
+            raise
+        finally:  # listed once started (a Ctrl-C in `start()` may land after): close() joins it
+            if accept.ident is not None:
+                self._threads.append(accept)
+
+    def _unstart(self) -> None:
+        """Undo a `start` that failed: the observers, socket, token and lock."""
+        self.world.unobserve(self._on_tick)
+        self.world.streams.remove_hook(self._on_delta)
+        self._release()
 
     def _write_token(self) -> None:
         path = self.state.token
@@ -178,8 +186,12 @@ class ControlServer:
             raise ControlError(f"cannot open control socket {str(path)!r}: {exc}") from exc
         finally:
             os.umask(old)
-        os.chmod(path, 0o600)
-        sock.listen(socket.SOMAXCONN)
+        try:
+            os.chmod(path, 0o600)
+            sock.listen(socket.SOMAXCONN)
+        except OSError as exc:
+            sock.close()
+            raise ControlError(f"cannot open control socket {str(path)!r}: {exc}") from exc
         sock.settimeout(0.2)  # accept wakes up to notice close()
         return sock
 

@@ -112,18 +112,22 @@ def resume(
         _abandon(None, tool_executor, journal)
         raise
     effects = ReplayEffects(frozenset(header.get("approval_required", ())))
-    world = rebuild(
-        header,
-        effects,
-        behaviors=behaviors,
-        tools=tools,
-        models=models,
-        clock=clock,
-        setup=setup,
-        scenario_behaviors=False,
-        tool_executor=tool_executor,
-        journal_format=journal_format,
-    )
+    try:
+        world = rebuild(  # which closes the backend if it fails
+            header,
+            effects,
+            behaviors=behaviors,
+            tools=tools,
+            models=models,
+            clock=clock,
+            setup=setup,
+            scenario_behaviors=False,
+            tool_executor=tool_executor,
+            journal_format=journal_format,
+        )
+    except BaseException:
+        _abandon(None, None, journal)
+        raise
     target: Journal | None = None
     try:
         if scenario is not None:  # the host systems and actions the scenario names

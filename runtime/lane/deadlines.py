@@ -66,7 +66,7 @@ class _Timer:
                 thread = threading.Thread(target=self._run, name="tickwork-deadlines", daemon=True)
                 try:
                     thread.start()
-                except BaseException:  # no thread to be had: this one is refused, and
+                except RuntimeError:  # no thread to be had: this one is refused, and
                     deadline._state = 2  # the next schedule tries again (a thread kept
                     self._cancelled += 1  # unstarted stopped every later deadline)
                     raise

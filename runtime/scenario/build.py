@@ -16,6 +16,7 @@ from runtime.scenario.load import register_scenario_behaviors
 from runtime.scenario.spec import ModelSpec, Scenario
 from runtime.tools import AskUserTool, ShellTool, SleepTool, Tool, ToolRegistry
 from runtime.world import Recorder, World
+from runtime.world.world import close_handed
 
 __all__ = ["ShippedByValue", "build_models", "build_tools", "build_world", "spawn_agents"]
 
@@ -83,8 +84,7 @@ def build_world(scenario: Scenario, *, journal: Recorder | None = None) -> World
             retries=settings.retries,
         )
     except BaseException:
-        if journal is not None:
-            journal.close()
+        close_handed(journal, None)  # as `World` would have, had it been made
         raise
     world = World(  # handed the backend: the world closes it, even if it refuses it
         seed=settings.seed,

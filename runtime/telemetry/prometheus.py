@@ -188,5 +188,9 @@ def _start_server(
         host, port, _only_metrics(make_wsgi_app(registry)), Server, handler_class=_Handler
     )
     thread = threading.Thread(target=httpd.serve_forever, name="tickwork-metrics", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had: the socket must not stay bound
+        httpd.server_close()
+        raise
     return httpd, thread

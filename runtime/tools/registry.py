@@ -252,7 +252,11 @@ class ToolRegistry:
 
         cancel.add_callback(follow)  # not `cancel.child()`: this link must be undone after
         message = f"tool timed out after {timeout:g}s"
-        deadline = schedule(timeout, token, message)
+        try:
+            deadline = schedule(timeout, token, message)
+        except BaseException:  # no timer thread to be had: the link goes with the call
+            cancel.remove_callback(follow)
+            raise
         try:
             result = _invoke(
                 _body(tool), tool.name, call, _context(agent_id, call.id, token, hub, batch_id, 0)

@@ -243,12 +243,13 @@ class RunLoop:
         self._run_error = None
         # Set before it starts (an observer on it may call `stop()` at once), and dropped
         # if it cannot start: `stop()` (and `close()`) would join a thread never started.
+        # Only then: a Ctrl-C landing in `start()` may come after the thread has started.
         self._runner = threading.Thread(
             target=self._run_guarded, name=f"{self.name}-tick", daemon=True
         )
         try:
             self._runner.start()
-        except BaseException:
+        except RuntimeError:  # "can't start new thread"
             self._runner = None
             raise
 

@@ -256,7 +256,7 @@ class World(TickMachine, SkipAhead, RunLoop, HostAPI, AgentAPI, Observing):
             if journal is not None:
                 journal.begin(self._settings())
         except BaseException:
-            _close_handed(journal, tool_executor)
+            close_handed(journal, tool_executor)
             raise
 
     def _install_pipeline(self) -> list[str]:
@@ -500,7 +500,7 @@ def _is_recorder(journal: object) -> bool:
     )
 
 
-def _close_handed(journal: object, tool_executor: object) -> None:
+def close_handed(journal: object, tool_executor: object) -> None:
     """Close the journal and the tool backend a ``World`` was handed when it refuses to be
     made (a `ToolBackend`'s ``close`` is idempotent; a bare executor is only borrowed, and
     something that is not a journal was never taken)."""

@@ -216,6 +216,21 @@ def test_a_lock_file_that_cannot_be_written_is_not_left_locked(monkeypatch, stat
             assert client.request("ping")["ok"] is True
 
 
+def test_a_socket_that_cannot_be_made_private_is_closed_and_refused(monkeypatch, state):
+    # A failing chmod (or listen) raised a bare OSError with the bound socket still open.
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    with World() as world:
+        with monkeypatch.context() as patched:
+            patched.setattr(os, "chmod", refuse)
+            with pytest.raises(ControlError, match="cannot open control socket"):
+                ControlServer(world, state).start()
+        assert not (state / "control.sock").exists()
+        with ControlServer(world, state), ControlClient(state) as client:
+            assert client.request("ping")["ok"] is True
+
+
 def test_a_client_without_a_server_gets_a_clear_error(state):
     with pytest.raises(ControlError, match="no `tickwork serve` is running on state dir"):
         ControlClient(state)

@@ -657,6 +657,9 @@ def test_the_journal_a_resume_would_record_into_is_closed_when_the_resume_fails(
         early = Journal.create(fork)
         with pytest.raises(JournalError, match="at_tick"):  # before the world is rebuilt
             resume(path, at_tick=9, journal=early)
+        rebuilt = Journal.create(fork, overwrite=True)
+        with pytest.raises(JournalError, match="disk full"):  # the world cannot be rebuilt
+            resume(path, at_tick=1, journal=rebuilt, setup=fail)
         late = Journal.create(fork, overwrite=True)
         with monkeypatch.context() as patched:  # the fork's prefix cannot be written
             patched.setattr(Journal, "write_prefix", fail)
@@ -668,7 +671,7 @@ def test_the_journal_a_resume_would_record_into_is_closed_when_the_resume_fails(
             with pytest.raises(JournalError, match="disk full") as caught:
                 resume(path)
         resume(path).close()
-        del early, late, caught
+        del early, rebuilt, late, caught
     finally:
         gc.enable()
 
