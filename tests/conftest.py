@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import signal
 import sys
 import threading
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from runtime import ManualClock, World
+from runtime.lane import BackendInfo
 
 TICKWORK = str(Path(sys.executable).parent / "tickwork")
 """The `tickwork` command of the interpreter running the tests: found next to
@@ -68,6 +70,22 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}\n{thread_stacks()}")
         time.sleep(0.002)
+
+
+class CountingBackend:
+    """A tool backend handed to a world or a resume (a stand-in for a Dask backend): what
+    `ToolBackend` asks, and how many times it was closed."""
+
+    def __init__(self) -> None:
+        self.executor = concurrent.futures.ThreadPoolExecutor(1)
+        self.closed = 0
+
+    def info(self) -> BackendInfo:
+        return BackendInfo("executor")
+
+    def close(self) -> None:
+        self.closed += 1
+        self.executor.shutdown()
 
 
 def thread_stacks() -> str:

@@ -45,7 +45,7 @@ from runtime import (
 )
 from runtime.journal import JournalReader
 from runtime.scenario import build_models, build_tools, load_scenario, parse_scenario
-from tests.conftest import wait_for
+from tests.conftest import CountingBackend, wait_for
 from tests.journal import crash_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -591,42 +591,23 @@ def test_a_journal_that_a_running_world_still_writes_is_not_resumed(tmp_path):
     resume(path).close()  # the writer is gone: now it resumes
 
 
-class _Backend:
-    """A stand-in for a Dask backend: what `ToolBackend` asks, and whether it was closed."""
-
-    def __init__(self) -> None:
-        import concurrent.futures
-
-        self.executor = concurrent.futures.ThreadPoolExecutor(1)
-        self.closed = 0
-
-    def info(self) -> Any:
-        from runtime.lane import BackendInfo
-
-        return BackendInfo("executor")
-
-    def close(self) -> None:
-        self.closed += 1
-        self.executor.shutdown()
-
-
 def test_a_backend_handed_to_resume_is_closed_with_its_world_or_when_the_resume_fails(tmp_path):
     path = tmp_path / "run.db"
     world = World(seed=1, clock=ManualClock(), journal=Journal.create(path))
     world.spawn(sleeper)
     world.tick()
     world.close()
-    missing = _Backend()
+    missing = CountingBackend()
     with pytest.raises(JournalError):
         resume(tmp_path / "nowhere.db", tool_executor=missing)
     assert missing.closed == 1
-    out_of_range = _Backend()
+    out_of_range = CountingBackend()
     with pytest.raises(JournalError, match="at_tick"):
         resume(
             path, at_tick=9, journal=Journal.create(tmp_path / "f.db"), tool_executor=out_of_range
         )
     assert out_of_range.closed == 1
-    taken = _Backend()
+    taken = CountingBackend()
     resumed = resume(path, tool_executor=taken)
     assert resumed.backend_info().kind == "executor" and taken.closed == 0
     resumed.close()

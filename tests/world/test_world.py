@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import gc
 import math
 import os
@@ -42,7 +41,7 @@ from runtime import (
     World,
     WorldClosedError,
 )
-from tests.conftest import wait_for
+from tests.conftest import CountingBackend, wait_for
 from tests.test_cancel import _process_group_alive
 
 
@@ -655,23 +654,6 @@ def test_yielding_something_that_is_not_an_action_fails_the_agent(make_world):
     assert world.status(agent).message == "behaviour yielded 42, which is not an action"
 
 
-class _Backend:
-    """A tool backend handed to a world: what `ToolBackend` asks, and its closes counted."""
-
-    def __init__(self) -> None:
-        self.executor = concurrent.futures.ThreadPoolExecutor(1)
-        self.closed = 0
-
-    def info(self) -> Any:
-        from runtime.lane import BackendInfo
-
-        return BackendInfo("executor")
-
-    def close(self) -> None:
-        self.closed += 1
-        self.executor.shutdown()
-
-
 class _FailingRecorder:
     """A journal whose header cannot be written: the constructor's last step fails."""
 
@@ -698,7 +680,7 @@ def test_a_world_that_refuses_to_be_made_closes_the_journal_and_backend_handed_t
     # no collector closes): `Journal.create(path, overwrite=True)` then said a running
     # tickwork was writing it. The backend kept its worker threads.
     path = tmp_path / "run.db"
-    backend = _Backend()
+    backend = CountingBackend()
     journal = Journal.create(path)  # kept referenced: the world must close it, not a free
     gc.disable()
     try:
