@@ -7,6 +7,7 @@ import gc
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,3 +152,35 @@ def test_a_journal_dropped_unclosed_lets_go_of_its_lock_when_collected(tmp_path)
     del journal
     gc.collect()
     Journal.create(path, overwrite=True).close()
+
+
+@pytest.mark.parametrize("opening", ["create", "append"])
+def test_a_connection_whose_setup_fails_is_closed(tmp_path, monkeypatch, opening):
+    # A pragma that failed (a file system without the shared memory WAL needs) left the
+    # connection open: only the constructor's failure closed it.
+    path = tmp_path / "j.db"
+    if opening == "append":
+        journal = Journal.create(path)
+        journal.begin({"seed": 0})
+        journal.close()
+    real = sqlite3.connect
+    made: list[_Refusing] = []
+
+    class _Refusing:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.conn = real(*args, **kwargs)
+            made.append(self)
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            if sql.startswith("PRAGMA journal_mode"):
+                raise sqlite3.OperationalError("disk I/O error")
+            return self.conn.execute(sql, *args)
+
+        def close(self) -> None:
+            self.conn.close()
+            self.closed = True
+
+    monkeypatch.setattr(store.sqlite3, "connect", _Refusing)
+    with pytest.raises(JournalError, match="disk I/O error"):
+        Journal.create(path) if opening == "create" else Journal.append(path)
+    assert made and all(getattr(conn, "closed", False) for conn in made)
