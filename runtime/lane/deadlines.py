@@ -70,7 +70,9 @@ class _Timer:
                     deadline._state = 2  # the next schedule tries again (a thread kept
                     self._cancelled += 1  # unstarted stopped every later deadline)
                     raise
-                self._thread = thread
+                finally:  # kept once started (a Ctrl-C in `start()` may land after)
+                    if thread.ident is not None:
+                        self._thread = thread
             elif self._heap[0][2] is deadline:  # earlier than what the thread waits for
                 self._cond.notify()
         return deadline
