@@ -211,6 +211,12 @@ def test_timeouts_share_one_timer_thread_and_a_timeout_message_uses_g_format():
         ctx.cancel.wait(WAIT)
         return "late"
 
+    def timers() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "tickwork-deadlines"}
+
+    # Counted against those alive before: another test's timer (one made in a test of
+    # the timer itself) lives on in this process and is not this test's to count.
+    before = timers()
     results: list[ToolResult] = []
     threads = [
         threading.Thread(target=lambda: results.append(run(tools, "slow"))) for _ in range(20)
@@ -222,8 +228,7 @@ def test_timeouts_share_one_timer_thread_and_a_timeout_message_uses_g_format():
     for thread in threads:
         thread.join(WAIT)
     assert results == [ToolResult("c1", error="tool timed out after 0.2s")] * 20
-    timers = [t for t in threading.enumerate() if t.name == "tickwork-deadlines"]
-    assert len(timers) == 1
+    assert len(timers() - before) <= 1 and timers()  # 220 timed calls, one timer at most
 
 
 def test_a_non_json_output_is_an_error_result():
