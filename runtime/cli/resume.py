@@ -103,6 +103,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
             # The run's lane backend again (a Dask cluster): started before the replay,
             # so a cluster that cannot be reached stops the resume before anything runs.
             settings = scenario.world
+            # Built before the backend, which nothing would close if they raised.
+            tools = build_tools(scenario, ship_by_value=settings.lane_backend != "threads")
+            models = build_models(scenario)
             announce_backend(scenario)
             backend = tool_backend(
                 settings.lane_backend,
@@ -115,8 +118,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
             with sigint.abandoning():
                 return resume(
                     args.journal,
-                    tools=build_tools(scenario, ship_by_value=backend is not None),
-                    models=build_models(scenario),
+                    tools=tools,
+                    models=models,
                     behaviors=scenario.behaviors,
                     at_tick=args.at_tick,
                     journal=fork,

@@ -146,3 +146,30 @@ def test_resume_of_a_name_that_is_not_a_file_is_the_control_command(state_dir):
     assert "no `tickwork serve` is running" in done.stderr
     # Both readings are named: a mistyped journal path used to read only as an agent.
     assert "no journal at 'worker-0'; as an agent: no `tickwork serve`" in done.stderr
+
+
+def test_a_resume_whose_models_cannot_be_built_starts_no_backend(tmp_path, monkeypatch):
+    # The backend (a Dask cluster) was started before the tools and models were built,
+    # and nothing closed it when they raised.
+    from runtime.cli import main
+    from runtime.cli import resume as cli_resume
+    from runtime.errors import ConfigError
+    from tests.conftest import CountingBackend
+
+    journal = tmp_path / "run.db"
+    done = tickwork("run", "examples/quickstart.toml", "--quiet", "--journal", str(journal))
+    assert done.returncode == 0, done.stderr
+    made: list[CountingBackend] = []
+
+    def backend(*args: object, **kwargs: object) -> CountingBackend:
+        made.append(CountingBackend())
+        return made[-1]
+
+    def no_models(*args: object) -> None:
+        raise ConfigError("model 'default': no such provider")
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(cli_resume, "tool_backend", backend)
+    monkeypatch.setattr(cli_resume, "build_models", no_models)
+    assert main(["resume", str(journal), "--scenario", "examples/quickstart.toml"]) == 2
+    assert all(b.closed for b in made), made
