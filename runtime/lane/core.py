@@ -34,8 +34,10 @@ _COMPACT_AT = 64
 class Entry:
     """One submitted job as the lane tracks it; also its cancel callback and its lane slot.
 
-    Only the lane's lock changes ``state``, ``in_queue``, ``parked``, ``waiting`` and
-    ``future``. ``depth`` is touched only by the thread running the job.
+    Only the lane's lock changes ``state``, ``in_queue``, ``parked``, ``waiting``,
+    ``depth`` and ``future``. ``depth`` counts the `off_lane` blocks the job's threads are
+    in: the thread running it, and any thread it started that asks a person through its
+    `ToolContext`. The job holds no permit while one of them is in such a block.
     """
 
     __slots__ = (
@@ -61,7 +63,7 @@ class Entry:
         self.waiting = False  # parked and in `lane._resumers`, waiting for a permit
         self.let_go = False  # given up: parked for good, holding no permit (`_let_go`)
         self.giveup: Any = None  # the lane's give-up of a job with a bound, once armed
-        self.depth = 0  # nesting of `off_lane` blocks; only the outermost parks
+        self.depth = 0  # `off_lane` blocks entered by the job's threads; the first parks
         self.future: concurrent.futures.Future[Any] | None = None
         self.started_at = 0.0
 
@@ -71,9 +73,7 @@ class Entry:
 
     def park(self) -> None:
         """Give this job's permit to the next job (`off_lane` entry)."""
-        self.depth += 1
-        if self.depth == 1 and not self.parked:
-            self.lane._launch_all(self.lane._step_off(self))
+        self.lane._launch_all(self.lane._step_off(self))
 
     def resume(self) -> None:
         """Take a permit again, waiting while the lane is full (`off_lane` exit).
@@ -81,9 +81,7 @@ class Entry:
         Raises:
             Cancelled: the job's token fired; the job stays parked until it ends.
         """
-        self.depth -= 1
-        if self.depth == 0 and self.parked and not self.let_go:
-            self.lane._step_back(self)
+        self.lane._step_back(self)
 
     def done(self, future: concurrent.futures.Future[Any]) -> None:
         """The executor future's done callback."""
@@ -135,7 +133,8 @@ class LaneCore:
         # Totals. Invariants, true in every snapshot (the tests check them):
         #   enqueued == started + abandoned + queued
         #   started  == finished + failed + dropped + busy + parked
-        #   parks - resumes - parked == jobs that ended while parked (all of them dropped)
+        #   parks - resumes - parked == jobs that ended while parked (dropped, let go, or
+        #   ended with a thread they started off the lane)
         #   busy <= capacity, and busy < capacity => queued == 0 and `_resumers` is empty
         self._enqueued = self._started = self._finished = self._failed = 0
         self._abandoned = self._dropped = self._parks = self._resumes = 0
@@ -232,6 +231,10 @@ class LaneCore:
             if entry.parked:  # ended while parked: it held no permit
                 entry.parked = False
                 self._parked -= 1
+                if entry.waiting:  # a thread it started waits to come back: it need not
+                    entry.waiting = False
+                    self._resumers.remove(entry)
+                    self._permit_free.notify_all()
             else:
                 self._busy -= 1
                 if self._resumers:
@@ -272,9 +275,18 @@ class LaneCore:
         self._version += 1
 
     def _step_off(self, entry: Entry) -> list[Entry]:
-        """Park a running job: b-1 p+1, and pass its permit on. Returns jobs to launch."""
+        """A thread of a job enters an `off_lane` block. The first to enter parks the job:
+        b-1 p+1, and its permit passes on. Returns jobs to launch."""
         with self._lock:
-            if entry.parked:  # given up (`_let_go`) since `park` looked: parked already
+            entry.depth += 1
+            if entry.waiting:  # another of its threads waits to come back: it need not now
+                entry.waiting = False
+                self._resumers.remove(entry)
+                self._permit_free.notify_all()
+                return []
+            # In a block already, given up (`_let_go`: parked for good), or ended (a thread
+            # it started asks after it returned): nothing to give back.
+            if entry.depth > 1 or entry.parked or entry.state != _RUNNING:
                 return []
             self._version += 1
             entry.parked = True
@@ -306,27 +318,31 @@ class LaneCore:
             return self._grant()
 
     def _step_back(self, entry: Entry) -> None:
-        """Bring a parked job back onto the lane: p-1 b+1, waiting for a permit if needed.
+        """A thread of a job leaves its `off_lane` block. The last to leave brings the
+        parked job back onto the lane: p-1 b+1, waiting for a permit if needed.
 
         Raises:
             Cancelled: the job's token fired before a permit came; it stays parked.
         """
         token = entry.job.cancel
         with self._lock:
-            token.raise_if_cancelled()
-            if entry.let_go:  # let go while it was parked: it runs on without a permit
+            entry.depth -= 1
+            # Another of its threads is still off the lane, the job ended, or it was let go
+            # (it runs on without a permit).
+            if entry.depth or not entry.parked or entry.let_go:
                 return
+            token.raise_if_cancelled()
             if self._busy < self._capacity:  # then no other parked job is waiting ahead
                 self._take_permit(entry)
                 return
             entry.waiting = True
             self._resumers.append(entry)
             try:
-                # A grant keeps the permit even if the token fires now; a job let go
-                # meanwhile runs on without one.
-                while entry.parked and not entry.let_go:
+                # Until a grant (which keeps the permit even if the token fires now), the
+                # job is let go, another of its threads steps off the lane, or it ends.
+                while entry.waiting:
                     token.raise_if_cancelled()
-                    self._permit_free.wait()  # woken by a grant or by the token's callback
+                    self._permit_free.wait()  # woken by any of those, or by the token
             except Cancelled:
                 entry.waiting = False
                 self._resumers.remove(entry)

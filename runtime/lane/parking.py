@@ -12,10 +12,10 @@ import threading
 from collections.abc import Iterator
 from typing import Protocol
 
-__all__ = ["current", "given_up", "off_lane"]
+__all__ = ["Slot", "current", "given_up", "held", "joined", "off_lane"]
 
 
-class _Slot(Protocol):
+class Slot(Protocol):
     """The permit a running lane job holds; `off_lane` gives it back for a while."""
 
     def park(self) -> None:
@@ -32,11 +32,34 @@ class _Slot(Protocol):
 current = threading.local()
 
 
+def held() -> Slot | None:
+    """The slot of the lane job running on this thread; None outside a lane job."""
+    slot: Slot | None = getattr(current, "slot", None)
+    return slot
+
+
+@contextlib.contextmanager
+def joined(slot: Slot | None) -> Iterator[None]:
+    """Run the block as one of the threads of the lane job holding ``slot``: an `off_lane`
+    block in it gives back that job's permit, as on the job's own thread. For a thread
+    the job started (a tool's helper asking through its `ToolContext`); on a thread that
+    runs a lane job itself, or with None, it just runs the block.
+    """
+    if slot is None or getattr(current, "slot", None) is not None:
+        yield
+        return
+    current.slot = slot
+    try:
+        yield
+    finally:
+        current.slot = None
+
+
 def given_up() -> bool:
     """Whether the lane job running on this thread was given up (it ran past its
     ``ToolJob.bound``): what it does from now on is delivered nowhere, so a batch starts
     no further call. False outside a lane job."""
-    slot: _Slot | None = getattr(current, "slot", None)
+    slot: Slot | None = getattr(current, "slot", None)
     return slot is not None and slot.let_go
 
 
@@ -47,7 +70,7 @@ def off_lane() -> Iterator[None]:
     Rule: a job waiting on a person or on another agent must not hold lane capacity, or a
     full lane deadlocks (a job waiting for an answer that only a queued job can give).
     """
-    slot: _Slot | None = getattr(current, "slot", None)
+    slot: Slot | None = getattr(current, "slot", None)
     if slot is None:
         yield
         return

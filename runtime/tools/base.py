@@ -17,6 +17,7 @@ from components import InteractionRequest, InteractionResponse
 from components._frozen import fast_frozen_init
 from runtime.cancel import CancelToken
 from runtime.errors import ConfigError
+from runtime.lane.parking import Slot, joined
 from runtime.lane.values import shown
 
 __all__ = [
@@ -74,6 +75,9 @@ class ToolContext:
     batch_id: str = ""
     # How many prompts this call has named so far (see `ask`); not a parameter.
     _asked: int = dataclasses.field(default=0, init=False, repr=False, compare=False)
+    # The lane slot of the job running the call, when a lane thread runs it: a thread the
+    # tool starts waits for an answer without holding the job's permit (see `ask`).
+    _slot: Slot | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def ask(self, request: InteractionRequest) -> InteractionResponse:
         """Ask a person through the hub and wait (off the lane) for the answer.
@@ -84,6 +88,9 @@ class ToolContext:
         open prompts), whichever lane thread asks first. Outside a world (no batch id)
         the hub names it. The prompt is cancelled if the call's token fires (a timeout or
         a cancelled batch), so a call that gives up leaves no orphaned prompt.
+
+        The call's lane job holds no lane permit while it waits, whichever thread asks:
+        the one running the call or one the tool started (`runtime.off_lane`).
 
         Raises:
             ConfigError: the call was run without a hub.
@@ -102,7 +109,8 @@ class ToolContext:
             request = request.with_id(name if asked == 1 else f"{name}#{asked}")
         # The hub withdraws the prompt when the token fires, whenever it fires: before the
         # prompt opens, while it is open, or in between (no window for an orphan).
-        response = hub.ask(self.agent_id, request, cancel=self.cancel)
+        with joined(self._slot):
+            response = hub.ask(self.agent_id, request, cancel=self.cancel)
         self.cancel.raise_if_cancelled()
         return response
 

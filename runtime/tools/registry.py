@@ -24,7 +24,7 @@ from components.tools import build_result
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError
 from runtime.lane.deadlines import schedule
-from runtime.lane.parking import given_up
+from runtime.lane.parking import given_up, held
 from runtime.lane.values import NotJSON, json_value
 from runtime.tools.base import (
     SupportsAsk,
@@ -238,7 +238,10 @@ class ToolRegistry:
         timeout = tool.timeout
         if timeout is None:
             result = _invoke(
-                _body(tool), tool.name, call, _context(agent_id, call.id, cancel, hub, batch_id, 0)
+                _body(tool),
+                tool.name,
+                call,
+                _context(agent_id, call.id, cancel, hub, batch_id, 0, held()),
             )
             if result is None:
                 raise Cancelled(cancel.reason or "cancelled")
@@ -259,7 +262,10 @@ class ToolRegistry:
             raise
         try:
             result = _invoke(
-                _body(tool), tool.name, call, _context(agent_id, call.id, token, hub, batch_id, 0)
+                _body(tool),
+                tool.name,
+                call,
+                _context(agent_id, call.id, token, hub, batch_id, 0, held()),
             )
         finally:
             cancel.remove_callback(follow)
@@ -286,6 +292,7 @@ class ToolRegistry:
         """
         results = []
         tools = self._tools
+        slot = held()
         for call in calls:
             cancel.raise_if_cancelled()
             tool = tools.get(call.name)
@@ -296,7 +303,7 @@ class ToolRegistry:
             else:
                 # `run_call` of a tool without a timeout, inlined: a lane thread runs every
                 # call of every batch through here (one keyword call fewer per call).
-                context = _context(agent_id, call.id, cancel, hub, batch_id, 0)
+                context = _context(agent_id, call.id, cancel, hub, batch_id, 0, slot)
                 done = _invoke(_body(tool), tool.name, call, context)
                 if done is None:
                     raise Cancelled(cancel.reason or "cancelled")

@@ -33,6 +33,7 @@ from runtime.hub import interaction_hub as hub_module
 from runtime.lane import ToolJob, ToolLane, ToolOutcome, off_lane
 from runtime.lane import tool_lane as tool_lane_module
 from runtime.lane.core import Entry
+from runtime.lane.parking import held, joined
 from runtime.tools import ShellTool, ToolRegistry
 from runtime.wake import Wake
 from tests.test_cancel import _process_group_alive
@@ -51,8 +52,9 @@ def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT) 
         time.sleep(0.001)
 
 
-def check_balance(s: LaneStats) -> None:
-    """Every gauge is >= 0 and the counter identities of `runtime.lane.core` hold."""
+def check_balance(s: LaneStats, ends_parked: int = 0) -> None:
+    """Every gauge is >= 0 and the counter identities of `runtime.lane.core` hold;
+    ``ends_parked`` jobs finished parked (a thread they started was off the lane)."""
     for name in LaneStats.__slots__:
         value = getattr(s, name)
         if isinstance(value, int):
@@ -60,8 +62,8 @@ def check_balance(s: LaneStats) -> None:
     assert s.enqueued == s.started + s.abandoned + s.queued, s
     assert s.started == s.finished + s.failed + s.dropped + s.busy + s.parked, s
     assert s.parks >= s.resumes + s.parked, s
-    # Only cancelled jobs, and jobs let go, end parked.
-    assert s.parks - s.resumes - s.parked <= s.dropped, s
+    # Only cancelled jobs, jobs let go, and jobs whose helper is off the lane end parked.
+    assert s.parks - s.resumes - s.parked <= s.dropped + ends_parked, s
     assert s.busy <= s.capacity, s
     assert s.peak_busy <= s.started, s
 
@@ -88,17 +90,17 @@ class Outcomes:
 
 @pytest.fixture
 def make_lane() -> Iterator[Callable[..., ToolLane]]:
-    lanes: list[ToolLane] = []
+    lanes: list[tuple[ToolLane, int]] = []
 
-    def make(capacity: int = 1, **kwargs: object) -> ToolLane:
+    def make(capacity: int = 1, *, ends_parked: int = 0, **kwargs: object) -> ToolLane:
         lane = ToolLane(capacity, **kwargs)  # type: ignore[arg-type]
-        lanes.append(lane)
+        lanes.append((lane, ends_parked))
         return lane
 
     yield make
-    for lane in lanes:
+    for lane, ends_parked in lanes:
         lane.close(timeout=WAIT)
-        check_balance(lane.stats())
+        check_balance(lane.stats(), ends_parked)
 
 
 def blocker(started: threading.Event | None, release: threading.Event, batch_id: str):
@@ -337,6 +339,253 @@ def test_nested_off_lane_blocks_park_once(make_lane):
     wait_until(lambda: lane.stats().finished == 1, "the job")
     assert seen == [(0, 1), (0, 1), (1, 0)]
     assert (lane.stats().parks, lane.stats().resumes) == (1, 1)
+
+
+def helper(slot, body: Callable[[], None]) -> threading.Thread:
+    """A thread a job starts, running ``body`` as one of the job's threads (`joined`)."""
+
+    def run() -> None:
+        with joined(slot):
+            body()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_thread_a_job_started_gives_back_its_permit_while_off_the_lane(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes)
+    off, leave, b_ran = (threading.Event() for _ in range(3))
+    seen: list[tuple[int, int]] = []
+
+    def side() -> None:
+        with off_lane():
+            off.set()
+            assert leave.wait(WAIT)
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        thread = helper(held(), side)
+        thread.join(WAIT)
+        s = lane.stats()
+        seen.append((s.busy, s.parked))
+        return result("A")
+
+    lane.submit(ToolJob("a", "A", a))
+    assert off.wait(WAIT)
+    lane.submit(ToolJob("b", "B", lambda c: b_ran.set() or result("B")))
+    assert b_ran.wait(WAIT), "B waited behind a job whose helper waits off the lane"
+    assert [o.batch_id for o in outcomes.take()] == ["B"]
+    assert (lane.stats().busy, lane.stats().parked) == (0, 1)
+    leave.set()
+    assert [o.batch_id for o in outcomes.take()] == ["A"]
+    assert seen == [(1, 0)]  # back on the lane once its helper left the block
+    s = lane.stats()
+    assert (s.parks, s.resumes, s.finished) == (1, 1, 2)
+
+
+def test_a_job_parks_once_for_its_threads_and_comes_back_when_the_last_leaves(make_lane):
+    lane = make_lane(1, on_outcome=Outcomes())
+    steps = {name: threading.Event() for name in ("in", "leave", "left")}
+    seen: list[tuple[str, int, int]] = []
+
+    def note(what: str) -> None:
+        s = lane.stats()
+        seen.append((what, s.busy, s.parked))
+
+    def side() -> None:
+        with off_lane():
+            steps["in"].set()
+            assert steps["leave"].wait(WAIT)
+        note("helper left")
+        steps["left"].set()
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        with off_lane():
+            note("job off")
+            thread = helper(held(), side)
+            assert steps["in"].wait(WAIT)
+            note("both off")
+        note("job left first")
+        steps["leave"].set()
+        thread.join(WAIT)
+        note("all left")
+        return result("A")
+
+    lane.submit(ToolJob("a", "A", a))
+    wait_until(lambda: lane.stats().finished == 1, "A to end")
+    assert seen == [
+        ("job off", 0, 1),
+        ("both off", 0, 1),
+        ("job left first", 0, 1),  # its helper still waits off the lane: no permit yet
+        ("helper left", 1, 0),
+        ("all left", 1, 0),
+    ]
+    s = lane.stats()
+    assert (s.parks, s.resumes) == (1, 1)
+
+
+def test_a_thread_waiting_to_come_back_stops_when_another_steps_off(make_lane):
+    # A's own thread leaves its block while B holds the only permit, and waits for one;
+    # then A's helper steps off the lane: A need not come back now, and its thread runs on
+    # (off the lane) until the helper leaves too.
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes, ends_parked=1)
+    parked, leave, b_started, b_release = (threading.Event() for _ in range(4))
+    helper_in, helper_leave, back = (threading.Event() for _ in range(3))
+    slots: list[object] = []
+
+    def side() -> None:
+        with off_lane():
+            helper_in.set()
+            assert helper_leave.wait(WAIT)
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        slots.append(held())
+        with off_lane():
+            parked.set()
+            assert leave.wait(WAIT)
+        back.set()
+        return result("A")
+
+    lane.submit(ToolJob("a", "A", a))
+    assert parked.wait(WAIT)
+    lane.submit(ToolJob("b", "B", blocker(b_started, b_release, "B")))
+    assert b_started.wait(WAIT)
+    leave.set()
+    wait_until(lambda: len(lane._resumers) == 1, "A to wait for a permit")
+    thread = helper(slots[0], side)
+    assert helper_in.wait(WAIT)
+    assert back.wait(WAIT), "A's thread still waits for a permit its helper gave up"
+    assert [o.batch_id for o in outcomes.take()] == ["A"]
+    assert not lane._resumers
+    s = lane.stats()
+    assert (s.busy, s.parked, s.resumes) == (1, 0, 0)  # A ended parked; B runs
+    helper_leave.set()
+    thread.join(WAIT)
+    assert not thread.is_alive()
+    b_release.set()
+    assert [o.batch_id for o in outcomes.take()] == ["B"]
+    s = lane.stats()
+    assert (s.parks, s.resumes, s.finished, s.in_flight) == (1, 0, 2, 0)
+
+
+def test_a_job_that_ends_while_its_helper_waits_to_come_back_lets_the_helper_go(make_lane):
+    outcomes = Outcomes()
+    lane = make_lane(1, on_outcome=outcomes, ends_parked=1)
+    helper_in, helper_leave, end, b_started, b_release = (threading.Event() for _ in range(5))
+    threads: list[threading.Thread] = []
+    after: list[str] = []
+
+    def side() -> None:
+        with off_lane():
+            helper_in.set()
+            assert helper_leave.wait(WAIT)
+        after.append("helper back")
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        threads.append(helper(held(), side))
+        assert end.wait(WAIT)
+        return result("A")
+
+    lane.submit(ToolJob("a", "A", a))
+    assert helper_in.wait(WAIT)
+    lane.submit(ToolJob("b", "B", blocker(b_started, b_release, "B")))
+    assert b_started.wait(WAIT)
+    helper_leave.set()
+    wait_until(lambda: len(lane._resumers) == 1, "the helper to wait for a permit")
+    end.set()  # A returns, parked: the helper's wait for A's permit is over
+    threads[0].join(WAIT)
+    assert after == ["helper back"] and not lane._resumers
+    assert [o.batch_id for o in outcomes.take()] == ["A"]
+    s = lane.stats()
+    assert (s.busy, s.parked, s.resumes) == (1, 0, 0)
+    b_release.set()
+    assert [o.batch_id for o in outcomes.take()] == ["B"]
+    assert lane.stats().in_flight == 0
+
+
+def test_a_helper_stepping_off_the_lane_after_its_job_ended_changes_nothing(make_lane):
+    lane = make_lane(1, on_outcome=Outcomes())
+    slots: list[object] = []
+    lane.submit(ToolJob("a", "A", lambda c: slots.append(held()) or result("A")))
+    wait_until(lambda: lane.stats().finished == 1, "A to end")
+    before = lane.stats()
+    helper(slots[0], lambda: off_lane().__enter__()).join(WAIT)  # a block never left
+    helper(slots[0], lambda: None).join(WAIT)
+    ran = []
+
+    def enter_and_leave() -> None:
+        with off_lane():
+            ran.append(lane.stats())
+
+    helper(slots[0], enter_and_leave).join(WAIT)
+    assert ran == [before] and lane.stats() == before
+
+
+def test_joined_on_a_lane_thread_or_without_a_slot_just_runs_the_block(make_lane):
+    lane = make_lane(2, on_outcome=Outcomes())
+    slots: list[object] = []
+    seen: list[object] = []
+    first, release = threading.Event(), threading.Event()
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        slots.append(held())
+        first.set()
+        assert release.wait(WAIT)
+        return result("A")
+
+    def b(cancel: CancelToken) -> list[ToolResult]:
+        with joined(slots[0]):  # B's own thread stays B's
+            seen.append(held())
+        return result("B")
+
+    lane.submit(ToolJob("a", "A", a))
+    assert first.wait(WAIT)
+    lane.submit(ToolJob("b", "B", lambda c: (seen.append(held()), b(c))[1]))
+    wait_until(lambda: lane.stats().finished == 1, "B to end")
+    assert seen[0] is seen[1] and seen[0] is not slots[0]
+    with joined(None):
+        assert held() is None
+    release.set()
+
+
+def test_many_threads_of_one_job_stepping_off_and_back_keep_the_counters_straight(make_lane):
+    # Eight helpers of one job enter and leave `off_lane` blocks at once, the interpreter
+    # switching threads as often as it can: the job parks when the first enters, comes
+    # back when the last leaves, and never counts twice.
+    lane = make_lane(1, on_outcome=Outcomes())
+    start = threading.Barrier(8, timeout=WAIT)
+    seen: list[tuple[int, int, int, int]] = []
+    held_while_off: list[int] = []
+
+    def side() -> None:
+        start.wait()
+        for _ in range(300):
+            with off_lane():
+                if lane.stats().busy:  # a thread of the job is off the lane: no permit
+                    held_while_off.append(1)
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        slot = held()
+        threads = [helper(slot, side) for _ in range(8)]
+        for thread in threads:
+            thread.join(WAIT)
+        s = lane.stats()
+        seen.append((s.busy, s.parked, s.parks, s.resumes))
+        return result("A")
+
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        lane.submit(ToolJob("a", "A", a))
+        wait_until(lambda: lane.stats().finished == 1, "A to end", timeout=4 * WAIT)
+    finally:
+        sys.setswitchinterval(previous)
+    [(busy, parked, parks, resumes)] = seen
+    assert (busy, parked) == (1, 0) and parks == resumes >= 1
+    assert not held_while_off, f"the job held its permit {len(held_while_off)} times"
+    assert lane._resumers == collections.deque()
 
 
 def test_a_batch_cancelled_while_queued_never_runs(make_lane):

@@ -549,6 +549,43 @@ def test_a_prompt_a_tool_opens_is_stamped_with_its_dispatch_time_whenever_its_th
     assert world.hub.opened()[-1].at == world.now == 15.0
 
 
+def test_a_prompt_asked_from_a_thread_the_tool_started_is_the_jobs_prompt(make_world):
+    # The same, asked from a pool the tool fans out to: the prompt is stamped with the
+    # job's dispatch time, and the tick does not wait for a job whose helper is asking.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from runtime.tools import ToolContext
+
+    go = threading.Event()
+    tools = ToolRegistry()
+
+    @tools.tool()
+    def consult(args, ctx: ToolContext) -> object:
+        assert go.wait(WAIT)
+        with ThreadPoolExecutor(1) as pool:
+            ask = pool.submit(ctx.ask, InteractionRequest.free_text("", "which way?"))
+            return ask.result(WAIT).value
+
+    def consulter(turn):
+        (result,) = yield CallTools(ToolCall("c1", "consult"))
+        return result.output
+
+    world = make_world(tools=tools, interaction_timeout_secs=10.0)
+    world.clock.advance(5.0)
+    agent = world.spawn(consulter)
+    world.tick()  # dispatched at 5.0
+    world.clock.advance(3.0)
+    go.set()
+    wait_for(lambda: bool(world.hub.pending()), what="the tool's prompt")
+    ((opened),) = world.hub.opened()
+    assert (opened.at, opened.deadline) == (5.0, 15.0)
+    world.tick()  # at 8.0: the opening reaches the world; the tick does not wait
+    [(_owner, request)] = world.hub.pending()
+    world.hub.answer(InteractionResponse.text(request.id, "left"))
+    world.run_until_idle(timeout=WAIT)
+    assert world.result(agent) == "left"
+
+
 def test_a_tick_does_not_wait_for_an_abandoned_job_whose_prompt_was_answered():
     # A job asking a person is not waited for; its agent interrupted (the job abandoned),
     # the answer used to list it as running again, so that the other job's end left the

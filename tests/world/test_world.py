@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -553,6 +554,50 @@ def test_the_production_deadlock_ends_on_a_lane_of_capacity_one(make_world):
     assert world.result(agent) == "done by child"
     assert world.status(f"{agent}.1").kind is StatusKind.COMPLETE
     assert world.lane.stats().parks >= 1
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0], ids=["no-timeout", "timeout"])
+def test_the_same_deadlock_ends_when_a_thread_the_tool_started_asks(make_world, timeout):
+    """As above, the question asked from a thread the parent's tool started (a pool that
+    fans its work out): its wait gives back the parent's permit all the same, whether the
+    call runs on the batch's token or on a token of its own (a tool with a timeout)."""
+    tools = ToolRegistry()
+
+    @tools.tool(timeout=timeout)
+    def wait_for_child(args, ctx):
+        with ThreadPoolExecutor(1) as pool:
+            ask = pool.submit(ctx.ask, InteractionRequest.free_text("", "child, report"))
+            return ask.result(timeout=20).value
+
+    @tools.tool()
+    def report(args, ctx):
+        for owner, request in ctx.hub.pending():
+            if owner == args["parent"]:
+                ctx.hub.answer(InteractionResponse.text(request.id, "done by child"))
+                return "answered"
+        return "no question yet"
+
+    def child(turn):
+        while True:
+            [result] = yield CallTools(ToolCall("r", "report", {"parent": turn.message}))
+            if result.output == "answered":
+                return result.output
+            yield Sleep(0.01)
+
+    def parent(turn):
+        kid = yield Spawn(child, turn.agent_id)
+        [result] = yield CallTools(ToolCall("w", "wait_for_child"))
+        yield Join(kid)
+        return result.output
+
+    world = make_world(
+        clock=MonotonicClock(), tools=tools, tool_capacity=1, interaction_timeout_secs=10
+    )
+    agent = world.spawn(parent)
+    world.run_until_idle(timeout=20)
+    assert world.result(agent) == "done by child"  # not the neutral answer of an expiry
+    s = world.lane.stats()
+    assert (s.parks, s.resumes, s.busy, s.parked) == (1, 1, 0, 0)
 
 
 def test_two_worlds_in_one_process_each_drive_their_own_agents(make_world):
