@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import weakref
@@ -13,6 +14,16 @@ __all__ = ["CancelToken", "Cancelled", "InterruptHandle"]
 log = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted by user"
+
+
+# The locks tokens share, one picked in turn for each new token (`next` of a count is one
+# step under the GIL); a power of two of them, wider than the threads that use tokens at
+# once. Re-entrant: a thread that holds one (for a few lines, never two at once) may run
+# a finalizer or a signal handler that uses another token with the same lock, which a
+# plain lock would deadlock.
+_LOCKS = tuple(threading.RLock() for _ in range(64))
+_LOCK_MASK = len(_LOCKS) - 1
+_lock_turns = itertools.count()
 
 
 class Cancelled(BaseException):  # trio's name: a signal, not an error
@@ -42,12 +53,16 @@ class CancelToken:
     __slots__ = ("__weakref__", "_callbacks", "_event", "_lock", "_reason")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # One of the locks tokens share (`_LOCKS`): a lock of its own and a list for its
+        # callbacks were two of the ~18 objects the collector walks for every agent in a
+        # turn, and two allocations for every turn and every lane job.
+        self._lock = _LOCKS[next(_lock_turns) & _LOCK_MASK]
         # Invariant: `_reason` goes from None to a str exactly once, under `_lock`;
         # `_callbacks` is None from that moment on, so no callback can be added late and
-        # missed, or run twice.
+        # missed, or run twice. Before that: None (no callback), the one callback, or a
+        # list of two or more (a list is no callback: it cannot be called).
         self._reason: str | None = None
-        self._callbacks: list[Callback] | None = []
+        self._callbacks: Callback | list[Callback] | None = None
         self._event: threading.Event | None = None  # made lazily: most tokens never wait
 
     @property
@@ -70,28 +85,51 @@ class CancelToken:
             event = self._event
         if event is not None:
             event.set()
-        for callback in callbacks or ():
-            self._run(callback)
+        if callbacks.__class__ is list:
+            for callback in callbacks:
+                self._run(callback)
+        elif callbacks is not None:
+            self._run(callbacks)  # type: ignore[arg-type]
         return True
 
     def add_callback(self, callback: Callback) -> None:
         """Call ``callback(token)`` when the token fires (at once if it already has)."""
         with self._lock:
-            if self._callbacks is not None:
-                self._callbacks.append(callback)
-                return
+            if self._reason is None:
+                callbacks = self._callbacks
+                if callbacks is None:
+                    self._callbacks = callback
+                    return
+                if callbacks.__class__ is list:
+                    callbacks.append(callback)
+                    return
+                both = [callbacks, callback]
+                # The list's allocation may set off a collection whose finalizers, run on
+                # this thread (the lock is re-entrant), fire this very token.
+                if self._reason is None:
+                    self._callbacks = both  # type: ignore[assignment]
+                    return
         self._run(callback)
 
     def remove_callback(self, callback: Callback) -> bool:
         """Forget a callback that has not run yet; returns whether it was registered."""
         with self._lock:
-            if self._callbacks is None:
-                return False
+            return self._forget(callback)
+
+    def _forget(self, callback: Callback) -> bool:
+        """`remove_callback` with ``_lock`` held (equal, as a list finds it: a bound
+        method made again is equal to the one added, not the same object)."""
+        callbacks = self._callbacks
+        if callbacks.__class__ is list:
             try:
-                self._callbacks.remove(callback)
+                callbacks.remove(callback)
             except ValueError:
                 return False
             return True
+        if callbacks is not None and callbacks == callback:
+            self._callbacks = None
+            return True
+        return False
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the token fires or ``timeout`` passes; returns ``cancelled``.
@@ -101,12 +139,17 @@ class CancelToken:
         """
         if timeout is not None and timeout > threading.TIMEOUT_MAX:
             timeout = None
-        with self._lock:
-            if self._reason is not None:
-                return True
-            if self._event is None:
-                self._event = threading.Event()
-            event = self._event
+        event = self._event
+        if event is None:
+            # Made before the lock is taken: its allocation may set off a collection whose
+            # finalizers use tokens, this one among them.
+            fresh = threading.Event()
+            with self._lock:
+                if self._reason is not None:
+                    return True
+                event = self._event
+                if event is None:
+                    event = self._event = fresh
         return event.wait(timeout)
 
     def child(self) -> CancelToken:
@@ -131,14 +174,14 @@ class CancelToken:
         return child
 
     def _unlink(self, callback: Callback) -> None:
-        # A dead child's finalizer: it may run inside a collection that an allocation made
-        # while this thread holds `_lock` (the lock is not reentrant), so it never waits
-        # for it. Missed, the link stays behind, inert: it holds its child weakly.
+        # A dead child's finalizer: it runs inside a collection, on whichever thread made
+        # the allocation that set it off, which may hold `_lock` (re-entrant: then it
+        # goes on) or find another thread holding it (shared by other tokens); it never
+        # waits. Missed, the link stays behind, inert: it holds its child weakly.
         if not self._lock.acquire(blocking=False):
             return
         try:
-            if self._callbacks is not None and callback in self._callbacks:
-                self._callbacks.remove(callback)
+            self._forget(callback)
         finally:
             self._lock.release()
 

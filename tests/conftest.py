@@ -13,8 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from runtime import ManualClock, World
+from runtime import CancelToken, ManualClock, World
 from runtime.lane import BackendInfo
+
+
+def callbacks_of(token: CancelToken) -> list[object]:
+    """The callbacks ``token`` keeps, as a list (it keeps none, one, or a list of them)."""
+    kept = token._callbacks
+    if kept is None:
+        return []
+    return list(kept) if kept.__class__ is list else [kept]  # type: ignore[arg-type]
+
 
 TICKWORK = str(Path(sys.executable).parent / "tickwork")
 """The `tickwork` command of the interpreter running the tests: found next to

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from runtime import Cancelled, CancelToken, InterruptHandle, ProcessEnd, run_process
+from tests.conftest import callbacks_of
 
 
 def test_an_idempotent_cancel_keeps_the_first_reason():
@@ -40,7 +41,7 @@ def test_a_dropped_child_leaves_nothing_in_its_parent_and_a_kept_one_still_follo
     grandchild = parent.child().child()  # the child between them is dropped at once
     kept = parent.child()
     gc.collect()
-    assert len(parent._callbacks or ()) == 2  # the kept child's link and the grandchild's
+    assert len(callbacks_of(parent)) == 2  # the kept child's link and the grandchild's
     parent.cancel("stop")
     assert kept.reason == "stop" and grandchild.reason == "stop"
 
@@ -66,6 +67,95 @@ def test_a_child_that_dies_while_its_parent_is_locked_never_deadlocks():
     finally:
         gc.enable()
     assert parent.cancel("stop")
+
+
+def tokens_sharing_a_lock() -> tuple[CancelToken, CancelToken]:
+    """Two tokens that share one of the tokens' locks."""
+    made = [CancelToken() for _ in range(200)]
+    for i, first in enumerate(made):
+        for second in made[i + 1 :]:
+            if second._lock is first._lock:
+                return first, second
+    raise AssertionError("200 tokens and no two share a lock")
+
+
+def in_a_thread(body, what: str) -> None:
+    """Run ``body`` on a thread of its own; fail (never hang) if it does not end in 10 s."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            body()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), f"deadlocked: {what}"
+    if errors:
+        raise errors[0]
+
+
+def test_a_token_used_while_another_holds_the_same_lock_on_this_thread_does_not_deadlock():
+    # A finalizer or a signal handler can run inside a token's few locked lines, on the
+    # same thread, and use any other token: one that shares the lock must not wait for it.
+    first, second = tokens_sharing_a_lock()
+    seen: list[str] = []
+
+    def use_the_other() -> None:
+        with first._lock:
+            second.add_callback(lambda t: seen.append(f"fired: {t.reason}"))
+            second.add_callback(lambda t: seen.append("second callback"))
+            assert second.wait(0) is False
+            assert second.cancel("from a finalizer") is True
+            assert second.wait(0) is True
+        assert first.cancel("later") is True
+
+    in_a_thread(use_the_other, "a token used under another token's shared lock")
+    assert seen == ["fired: from a finalizer", "second callback"]
+
+
+def test_a_token_fired_on_this_thread_inside_its_own_add_callback_runs_the_callback():
+    # Between reading the one callback it keeps and storing the pair, `add_callback` makes
+    # a list: a collection that allocation sets off may run a finalizer that fires this
+    # very token, on this thread (its lock is re-entrant). The callback being added must
+    # still run, once. Here the first callback fires the token when `add_callback` looks
+    # at its class, a step before the allocation, on the same thread.
+    calls: list[str] = []
+    token = CancelToken()
+
+    class FiresWhenLookedAt:
+        def __call__(self, fired: CancelToken) -> None:
+            calls.append("first")
+
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            token.cancel("fired in between")
+            return FiresWhenLookedAt
+
+    token.add_callback(FiresWhenLookedAt())
+    in_a_thread(lambda: token.add_callback(lambda t: calls.append("second")), "re-entered")
+    assert token.reason == "fired in between"
+    assert calls == ["first", "second"]
+
+
+def test_one_callback_is_kept_without_a_list_and_removed_by_equality():
+    class Owner:
+        def note(self, token: CancelToken) -> None:
+            pass
+
+    owner, token = Owner(), CancelToken()
+    token.add_callback(owner.note)
+    assert token._callbacks.__class__ is not list
+    assert token.remove_callback(owner.note)  # a bound method made again: equal, not same
+    assert not token.remove_callback(owner.note)
+    token.add_callback(owner.note)
+    token.add_callback(print)
+    assert token.remove_callback(owner.note) and token.remove_callback(print)
+    assert not token.remove_callback(print)
+    token.cancel("x")
+    assert not token.remove_callback(owner.note)
 
 
 def test_a_child_of_a_cancelled_token_is_born_cancelled():

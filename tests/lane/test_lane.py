@@ -36,6 +36,7 @@ from runtime.lane.core import Entry
 from runtime.lane.parking import held, joined
 from runtime.tools import ShellTool, ToolRegistry
 from runtime.wake import Wake
+from tests.conftest import callbacks_of
 from tests.test_cancel import _process_group_alive
 from tests.test_process import _alive
 
@@ -146,7 +147,7 @@ def test_a_closed_lane_refuses_a_whole_submit_all_and_keeps_no_callback(make_lan
     jobs = [ToolJob("a1", f"b{i}", lambda c: []) for i in range(3)]
     with pytest.raises(LaneClosedError, match="'tools' is closed; 3 jobs refused"):
         lane.submit_all(jobs)
-    assert all(job.cancel._callbacks == [] for job in jobs)
+    assert all(callbacks_of(job.cancel) == [] for job in jobs)
     assert lane.stats().enqueued == 0
 
 

@@ -17,6 +17,7 @@ from runtime.errors import ConfigError
 from runtime.hub import InteractionHub
 from runtime.lane import ToolJob, ToolLane
 from runtime.tools import AskUserTool, ShellTool, SleepTool, ToolContext, ToolRegistry
+from tests.conftest import callbacks_of
 from tests.lane.test_lane import WAIT, Outcomes, wait_until
 
 
@@ -170,7 +171,7 @@ def test_a_tool_without_a_timeout_runs_on_its_batch_token_and_leaves_no_callback
         [ToolCall("c1", "plain"), ToolCall("c2", "plain")], agent_id="a", cancel=batch
     ) == [ToolResult("c1", output=1), ToolResult("c2", output=1)]
     assert seen == [batch, batch]  # no child token (and its link) per call
-    assert batch._callbacks == []
+    assert callbacks_of(batch) == []
 
 
 def test_a_tool_without_a_timeout_stopped_by_its_batch_token_is_cancelled_not_an_error():

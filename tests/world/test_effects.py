@@ -18,6 +18,7 @@ from runtime.tools import ToolContext, ToolRegistry
 from runtime.world.effects import EARLY_SLICE, LiveEffects
 from runtime.world.inputs import Inbox
 from systems.lifecycle import turn_token
+from tests.conftest import callbacks_of
 from tests.lane.test_lane import WAIT, wait_until
 
 
@@ -112,7 +113,7 @@ def test_a_turn_of_many_model_calls_keeps_no_stream_stopper_on_its_token(make_wo
     def thinker(turn):
         for _ in range(30):
             yield Think("go on")
-            seen.append(len(turn_token(world._state.records[turn.agent_id])._callbacks))
+            seen.append(len(callbacks_of(turn_token(world._state.records[turn.agent_id]))))
         return "done"
 
     agent = world.spawn(thinker)
@@ -214,7 +215,7 @@ def test_a_cancel_stops_a_running_calls_stream_and_the_request_carries_that_stre
     wait_until(lambda: stream.stopped, "the stream to stop")
     assert stream.delta("more") is False  # a late delta is refused
     wait_until(lambda: world.inference_lane.stats().in_flight == 0, "the call to end")
-    assert token._callbacks is None or not token._callbacks  # nothing left registered
+    assert callbacks_of(token) == []  # nothing left registered
 
 
 def test_a_lane_narrower_than_a_slice_takes_one_while_it_is_idle():
@@ -267,9 +268,9 @@ def test_a_queued_model_call_puts_no_stopper_on_its_turn_token_until_it_runs(mak
         assert running.wait(WAIT)
         records = world._state.records
         # The running call: the lane's callback and the stream's stopper.
-        wait_until(lambda: len(turn_token(records[first])._callbacks) == 2, "the stopper")
+        wait_until(lambda: len(callbacks_of(turn_token(records[first]))) == 2, "the stopper")
         assert world.inference_lane.stats().queued == 1
-        assert len(turn_token(records[second])._callbacks) == 1  # the lane's alone
+        assert len(callbacks_of(turn_token(records[second]))) == 1  # the lane's alone
     finally:
         release.set()
     world.run_until_idle(timeout=WAIT)
