@@ -156,7 +156,7 @@ def test_the_lane_messages_built_quicker_are_ordinary_instances():
     assert type(job) is ToolJob and job == ToolJob("a1", "b1", len, calls, token, bound=2.5)
     outcome = build_outcome("a1", "b1", (result,), 0.5, None)
     assert type(outcome) is ToolOutcome and outcome == ToolOutcome("a1", "b1", (result,), 0.5)
-    context = _context("a1", "c1", token, None, "b1", 0)
+    context = _context("a1", "c1", token, None, "b1", 0, None)
     assert type(context) is ToolContext and context == ToolContext("a1", "c1", token, None, "b1")
     assert context._asked == 0  # the field `ask` counts prompts with, as the class starts it
     for made, field in (

@@ -496,6 +496,7 @@ def test_a_job_that_ends_while_its_helper_waits_to_come_back_lets_the_helper_go(
     helper_leave.set()
     wait_until(lambda: len(lane._resumers) == 1, "the helper to wait for a permit")
     end.set()  # A returns, parked: the helper's wait for A's permit is over
+    wait_until(lambda: bool(threads), "A to note its helper")  # (it may still be appending)
     threads[0].join(WAIT)
     assert after == ["helper back"] and not lane._resumers
     assert [o.batch_id for o in outcomes.take()] == ["A"]
