@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -24,6 +25,17 @@ INTERRUPTED = "interrupted by user"
 _LOCKS = tuple(threading.RLock() for _ in range(64))
 _LOCK_MASK = len(_LOCKS) - 1
 _lock_turns = itertools.count()
+
+
+def _reinit_locks() -> None:
+    # A fork copies a lock another thread held into a child where that thread does not
+    # exist: every token using it would wait for ever there (one in 64, not just the
+    # token that was busy).
+    for lock in _LOCKS:
+        lock._at_fork_reinit()  # type: ignore[attr-defined]
+
+
+os.register_at_fork(after_in_child=_reinit_locks)
 
 
 class Cancelled(BaseException):  # trio's name: a signal, not an error
@@ -60,7 +72,8 @@ class CancelToken:
         # Invariant: `_reason` goes from None to a str exactly once, under `_lock`;
         # `_callbacks` is None from that moment on, so no callback can be added late and
         # missed, or run twice. Before that: None (no callback), the one callback, or a
-        # list of two or more (a list is no callback: it cannot be called).
+        # list (made at the second, kept as callbacks are removed; a list is no callback:
+        # it cannot be called).
         self._reason: str | None = None
         self._callbacks: Callback | list[Callback] | None = None
         self._event: threading.Event | None = None  # made lazily: most tokens never wait
@@ -114,22 +127,25 @@ class CancelToken:
     def remove_callback(self, callback: Callback) -> bool:
         """Forget a callback that has not run yet; returns whether it was registered."""
         with self._lock:
-            return self._forget(callback)
+            removed = self._forget(callback)
+        return removed is not None  # (its last reference, if it is, goes out of the lock)
 
-    def _forget(self, callback: Callback) -> bool:
-        """`remove_callback` with ``_lock`` held (equal, as a list finds it: a bound
-        method made again is equal to the one added, not the same object)."""
+    def _forget(self, callback: Callback) -> Callback | None:
+        """`remove_callback` with ``_lock`` held: the callback taken out (found by
+        equality, as a list finds it: a bound method made again is equal to the one
+        added, not the same object), or None. The caller drops it once out of the lock:
+        a last reference dropped under it could run a finalizer that waits for a lock."""
         callbacks = self._callbacks
         if callbacks.__class__ is list:
             try:
-                callbacks.remove(callback)
+                index = callbacks.index(callback)
             except ValueError:
-                return False
-            return True
-        if callbacks is not None and callbacks == callback:
+                return None
+            return callbacks.pop(index)
+        if callbacks is not None and (callbacks is callback or callbacks == callback):
             self._callbacks = None
-            return True
-        return False
+            return callbacks
+        return None
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the token fires or ``timeout`` passes; returns ``cancelled``.
@@ -175,15 +191,17 @@ class CancelToken:
 
     def _unlink(self, callback: Callback) -> None:
         # A dead child's finalizer: it runs inside a collection, on whichever thread made
-        # the allocation that set it off, which may hold `_lock` (re-entrant: then it
-        # goes on) or find another thread holding it (shared by other tokens); it never
-        # waits. Missed, the link stays behind, inert: it holds its child weakly.
-        if not self._lock.acquire(blocking=False):
+        # the allocation that set it off. That thread may be inside this very lock's
+        # lines (re-entrant), changing the callbacks: then the link stays behind, inert
+        # (it holds its child weakly). Another thread holds a shared lock for a few lines
+        # and waits for nothing meanwhile, so waiting for it is safe; skipping instead
+        # left a link behind whenever any token of the same lock was in use.
+        lock = self._lock
+        if lock._is_owned():  # type: ignore[attr-defined]
             return
-        try:
-            self._forget(callback)
-        finally:
-            self._lock.release()
+        with lock:
+            removed = self._forget(callback)
+        del removed  # out of the lock
 
     def raise_if_cancelled(self) -> None:
         """Raise ``Cancelled`` with the token's reason if it has fired."""

@@ -3,6 +3,7 @@
 import gc
 import os
 import pickle
+import signal
 import threading
 import time
 
@@ -138,6 +139,84 @@ def test_a_token_fired_on_this_thread_inside_its_own_add_callback_runs_the_callb
     in_a_thread(lambda: token.add_callback(lambda t: calls.append("second")), "re-entered")
     assert token.reason == "fired in between"
     assert calls == ["first", "second"]
+
+
+def test_a_dropped_child_leaves_its_parent_while_a_token_of_the_same_lock_is_busy():
+    # The child's finalizer waits out another thread's few locked lines: skipping them
+    # left the link behind whenever any token sharing the lock was in use.
+    parent, other = tokens_sharing_a_lock()
+    children = [parent.child()]
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with other._lock:
+            holding.set()
+            assert release.wait(10)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert holding.wait(10)
+    dropped = threading.Event()
+
+    def drop_a_child() -> None:
+        children.clear()  # the last reference: its finalizer unlinks it, on this thread
+        dropped.set()
+
+    dropper = threading.Thread(target=drop_a_child, daemon=True)
+    dropper.start()
+    assert not dropped.wait(0.2)  # it waits for the lock, briefly held
+    release.set()
+    assert dropped.wait(10)
+    holder.join(10)
+    assert callbacks_of(parent) == []
+
+
+def test_a_fork_while_a_token_lock_is_held_leaves_every_token_usable_in_the_child():
+    busy = CancelToken()
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with busy._lock:
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert holding.wait(10)
+    pid = os.fork()
+    if pid == 0:  # the child: one thread, the locks as the fork found them
+        # On its own thread (a thread started in the child may reuse the dead holder's
+        # ident, and so own its lock); SIGALRM ends it if a token hangs.
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)  # not pytest-timeout's handler
+        signal.alarm(10)
+        try:
+            for _ in range(130):  # every lock twice over
+                CancelToken().cancel("x")
+        finally:
+            os._exit(0)
+    release.set()
+    holder.join(10)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "a token hung in the child"
+
+
+def test_a_callback_unequal_to_itself_is_still_removed():
+    class Contrary:
+        def __call__(self, token: CancelToken) -> None:
+            raise AssertionError("removed: never runs")
+
+        def __eq__(self, other: object) -> bool:
+            return False
+
+        __hash__ = object.__hash__
+
+    token, contrary = CancelToken(), Contrary()
+    token.add_callback(contrary)
+    assert token.remove_callback(contrary)
+    token.add_callback(print)
+    token.add_callback(contrary)
+    assert token.remove_callback(contrary)
+    token.cancel("x")
 
 
 def test_one_callback_is_kept_without_a_list_and_removed_by_equality():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -103,8 +104,9 @@ class ToolContext:
                 "no interaction hub was given"
             )
         if not request.id and self.batch_id:
-            asked = self._asked + 1
-            _set_asked(self, asked)  # a call's prompts are asked one after another
+            with _numbering:  # threads the tool started may ask at once: no number twice
+                asked = self._asked + 1
+                _set_asked(self, asked)
             name = f"{self.batch_id}/{self.call_id}"
             request = request.with_id(name if asked == 1 else f"{name}#{asked}")
         # The hub withdraws the prompt when the token fires, whenever it fires: before the
@@ -114,8 +116,28 @@ class ToolContext:
         self.cancel.raise_if_cancelled()
         return response
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled or copied, a context leaves its lane slot behind (it holds the lane's
+        # locks, and means nothing in another process), as a token leaves its links.
+        fields = (self.agent_id, self.call_id, self.cancel, self.hub, self.batch_id)
+        return (_rebuild_context, (*fields, self._asked))
+
 
 _set_asked = ToolContext.__dict__["_asked"].__set__
+_numbering = threading.Lock()  # `ask`'s numbering of a call's prompts
+
+
+def _rebuild_context(
+    agent_id: str,
+    call_id: str,
+    cancel: CancelToken,
+    hub: SupportsAsk | None,
+    batch_id: str,
+    asked: int,
+) -> ToolContext:
+    context = ToolContext(agent_id, call_id, cancel, hub, batch_id)
+    _set_asked(context, asked)
+    return context
 
 
 ToolFunction = Callable[[Mapping[str, Any], ToolContext], Any]

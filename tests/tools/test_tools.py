@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from components import InteractionResponse, PromptSettled, Settlement, ToolCall, ToolResult
+from components import (
+    InteractionRequest,
+    InteractionResponse,
+    PromptSettled,
+    Settlement,
+    ToolCall,
+    ToolResult,
+)
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError
 from runtime.hub import InteractionHub
@@ -529,3 +536,87 @@ def test_a_shell_tools_argv_may_be_any_iterable_of_strings():
     # A generator was read by the check and left the tool an empty command.
     tool = ShellTool("say", (word for word in ["echo", "hi"]))
     assert tool.argv == ("echo", "hi")
+
+
+class RecordingHub:
+    """A `SupportsAsk` that answers at once and keeps the ids it was asked under."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def ask(self, agent_id, request, *, cancel=None):
+        self.ids.append(request.id)
+        return InteractionResponse.text(request.id, "ok")
+
+    def cancel(self, request_id: str) -> bool:
+        return False
+
+
+def test_threads_of_one_call_asking_at_once_never_get_the_same_prompt_id(monkeypatch):
+    # Two threads the tool started ask at once: the second reads the count while the
+    # first is between reading and writing it (held there until the second is in, or
+    # 0.5 s, as the lock keeps it out). Without the lock both were "#1", and the hub
+    # refused the second prompt as a duplicate.
+    from runtime.tools import base
+
+    first_in, second_in = threading.Event(), threading.Event()
+    real_set = base._set_asked
+
+    def slow_set(context: ToolContext, value: int) -> None:
+        if not first_in.is_set():
+            first_in.set()
+            second_in.wait(0.5)
+        else:
+            second_in.set()
+        real_set(context, value)
+
+    monkeypatch.setattr(base, "_set_asked", slow_set)
+    hub = RecordingHub()
+    ctx = ToolContext("a1", "c1", CancelToken(), hub, "a1/t1/b1")
+    ask = lambda: ctx.ask(InteractionRequest.free_text("", "ok?"))  # noqa: E731
+    first = threading.Thread(target=ask)
+    first.start()
+    assert first_in.wait(WAIT)
+    second = threading.Thread(target=ask)
+    second.start()
+    first.join(WAIT)
+    second.join(WAIT)
+    assert sorted(hub.ids) == ["a1/t1/b1/c1", "a1/t1/b1/c1#2"]
+
+
+def test_a_context_made_on_a_lane_thread_pickles_and_copies_without_its_lane_slot():
+    import copy
+
+    tools = ToolRegistry()
+    made: list[ToolContext] = []
+
+    @tools.tool()
+    def keep(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        made.append(ctx)
+        return 1
+
+    outcomes = Outcomes()
+    lane = ToolLane(1, on_outcome=outcomes)
+    try:
+        lane.submit(
+            ToolJob(
+                "a1",
+                "b1",
+                lambda c: tools.run_batch([ToolCall("c1", "keep")], agent_id="a1", cancel=c),
+            )
+        )
+        outcomes.take()
+    finally:
+        lane.close()
+    [ctx] = made
+    assert ctx._slot is not None  # made on the lane's thread: it carries the job's slot
+    _set = ToolContext.__dict__["_asked"].__set__
+    _set(ctx, 2)
+    for again in (pickle.loads(pickle.dumps(ctx)), copy.copy(ctx)):
+        assert (again.agent_id, again.call_id, again.batch_id, again._asked) == (
+            "a1",
+            "c1",
+            "",
+            2,
+        )
+        assert again._slot is None
