@@ -506,12 +506,16 @@ def test_a_prompt_a_tool_opened_before_its_agent_was_interrupted_never_reaches_t
     assert world.history(agent)[-1].content == "[interrupted by user]"
 
 
+@pytest.mark.parametrize("pooled", [False, True], ids=["its-thread", "a-thread-it-started"])
 def test_a_prompt_a_tool_opens_is_stamped_with_its_dispatch_time_whenever_its_thread_asks(
-    make_world,
+    make_world, pooled
 ):
     # The host moves the clock on between ticks while the tool's thread is still on its
     # way to the prompt: stamped by the clock, its deadline (and the tick it expires at)
-    # would depend on which came first.
+    # would depend on which came first. Asked from a pool the tool fans out to, the
+    # prompt is the job's all the same (before, the tick waited for the job for ever).
+    from concurrent.futures import ThreadPoolExecutor
+
     from runtime.tools import ToolContext
 
     go = threading.Event()
@@ -520,7 +524,11 @@ def test_a_prompt_a_tool_opens_is_stamped_with_its_dispatch_time_whenever_its_th
     @tools.tool()
     def consult(args, ctx: ToolContext) -> object:
         assert go.wait(WAIT)
-        return ctx.ask(InteractionRequest.free_text("", "which way?")).value
+        request = InteractionRequest.free_text("", "which way?")
+        if not pooled:
+            return ctx.ask(request).value
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(ctx.ask, request).result(WAIT).value
 
     def consulter(turn):
         (result,) = yield CallTools(ToolCall("c1", "consult"))
@@ -535,7 +543,7 @@ def test_a_prompt_a_tool_opens_is_stamped_with_its_dispatch_time_whenever_its_th
     wait_for(lambda: bool(world.hub.pending()), what="the tool's prompt")
     ((opened),) = world.hub.opened()
     assert (opened.at, opened.deadline) == (5.0, 15.0)
-    world.tick()  # at 8.0: the opening reaches the world
+    world.tick()  # at 8.0: the opening reaches the world; the tick does not wait for it
     world.clock.advance(6.9)
     world.tick()  # 14.9: not yet due
     assert world.hub.pending()
@@ -547,43 +555,6 @@ def test_a_prompt_a_tool_opens_is_stamped_with_its_dispatch_time_whenever_its_th
     # Off the job's thread the hub reads the world's clock as ever.
     assert world.hub.open("host", InteractionRequest.free_text("", "and you?"))
     assert world.hub.opened()[-1].at == world.now == 15.0
-
-
-def test_a_prompt_asked_from_a_thread_the_tool_started_is_the_jobs_prompt(make_world):
-    # The same, asked from a pool the tool fans out to: the prompt is stamped with the
-    # job's dispatch time, and the tick does not wait for a job whose helper is asking.
-    from concurrent.futures import ThreadPoolExecutor
-
-    from runtime.tools import ToolContext
-
-    go = threading.Event()
-    tools = ToolRegistry()
-
-    @tools.tool()
-    def consult(args, ctx: ToolContext) -> object:
-        assert go.wait(WAIT)
-        with ThreadPoolExecutor(1) as pool:
-            ask = pool.submit(ctx.ask, InteractionRequest.free_text("", "which way?"))
-            return ask.result(WAIT).value
-
-    def consulter(turn):
-        (result,) = yield CallTools(ToolCall("c1", "consult"))
-        return result.output
-
-    world = make_world(tools=tools, interaction_timeout_secs=10.0)
-    world.clock.advance(5.0)
-    agent = world.spawn(consulter)
-    world.tick()  # dispatched at 5.0
-    world.clock.advance(3.0)
-    go.set()
-    wait_for(lambda: bool(world.hub.pending()), what="the tool's prompt")
-    ((opened),) = world.hub.opened()
-    assert (opened.at, opened.deadline) == (5.0, 15.0)
-    world.tick()  # at 8.0: the opening reaches the world; the tick does not wait
-    [(_owner, request)] = world.hub.pending()
-    world.hub.answer(InteractionResponse.text(request.id, "left"))
-    world.run_until_idle(timeout=WAIT)
-    assert world.result(agent) == "left"
 
 
 def test_a_tick_does_not_wait_for_an_abandoned_job_whose_prompt_was_answered():

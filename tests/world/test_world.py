@@ -518,14 +518,15 @@ def test_an_approved_tool_runs(make_world):
     assert world.result(agent)[0].output == "deployed prod"
 
 
-def test_the_production_deadlock_ends_on_a_lane_of_capacity_one(make_world):
-    """A parent's tool waits (off the lane) for an answer only a child's tool can give."""
+def run_the_production_deadlock(make_world, ask, timeout=None):
+    """A parent's tool waits (off the lane) for an answer only a child's tool can give, on
+    a lane of capacity one; ``ask(ctx, request)`` is how the tool asks. Returns the world
+    and the parent, once the world is idle."""
     tools = ToolRegistry()
 
-    @tools.tool()
+    @tools.tool(timeout=timeout)
     def wait_for_child(args, ctx):
-        answer = ctx.ask(InteractionRequest.free_text("", "child, report"))
-        return answer.value
+        return ask(ctx, InteractionRequest.free_text("", "child, report")).value
 
     @tools.tool()
     def report(args, ctx):
@@ -548,54 +549,33 @@ def test_the_production_deadlock_ends_on_a_lane_of_capacity_one(make_world):
         yield Join(kid)
         return result.output
 
-    world = make_world(clock=MonotonicClock(), tools=tools, tool_capacity=1)
+    world = make_world(
+        clock=MonotonicClock(), tools=tools, tool_capacity=1, interaction_timeout_secs=10
+    )
     agent = world.spawn(parent)
     world.run_until_idle(timeout=20)
-    assert world.result(agent) == "done by child"
+    return world, agent
+
+
+def test_the_production_deadlock_ends_on_a_lane_of_capacity_one(make_world):
+    world, agent = run_the_production_deadlock(make_world, lambda ctx, request: ctx.ask(request))
+    assert world.result(agent) == "done by child"  # not the neutral answer of an expiry
     assert world.status(f"{agent}.1").kind is StatusKind.COMPLETE
     assert world.lane.stats().parks >= 1
 
 
 @pytest.mark.parametrize("timeout", [None, 30.0], ids=["no-timeout", "timeout"])
 def test_the_same_deadlock_ends_when_a_thread_the_tool_started_asks(make_world, timeout):
-    """As above, the question asked from a thread the parent's tool started (a pool that
-    fans its work out): its wait gives back the parent's permit all the same, whether the
-    call runs on the batch's token or on a token of its own (a tool with a timeout)."""
-    tools = ToolRegistry()
+    """The question asked from a thread the parent's tool started (a pool that fans its
+    work out): its wait gives back the parent's permit all the same, whether the call
+    runs on the batch's token or on a token of its own (a tool with a timeout)."""
 
-    @tools.tool(timeout=timeout)
-    def wait_for_child(args, ctx):
+    def from_a_pool(ctx, request):
         with ThreadPoolExecutor(1) as pool:
-            ask = pool.submit(ctx.ask, InteractionRequest.free_text("", "child, report"))
-            return ask.result(timeout=20).value
+            return pool.submit(ctx.ask, request).result(timeout=20)
 
-    @tools.tool()
-    def report(args, ctx):
-        for owner, request in ctx.hub.pending():
-            if owner == args["parent"]:
-                ctx.hub.answer(InteractionResponse.text(request.id, "done by child"))
-                return "answered"
-        return "no question yet"
-
-    def child(turn):
-        while True:
-            [result] = yield CallTools(ToolCall("r", "report", {"parent": turn.message}))
-            if result.output == "answered":
-                return result.output
-            yield Sleep(0.01)
-
-    def parent(turn):
-        kid = yield Spawn(child, turn.agent_id)
-        [result] = yield CallTools(ToolCall("w", "wait_for_child"))
-        yield Join(kid)
-        return result.output
-
-    world = make_world(
-        clock=MonotonicClock(), tools=tools, tool_capacity=1, interaction_timeout_secs=10
-    )
-    agent = world.spawn(parent)
-    world.run_until_idle(timeout=20)
-    assert world.result(agent) == "done by child"  # not the neutral answer of an expiry
+    world, agent = run_the_production_deadlock(make_world, from_a_pool, timeout)
+    assert world.result(agent) == "done by child"
     s = world.lane.stats()
     assert (s.parks, s.resumes, s.busy, s.parked) == (1, 1, 0, 0)
 
