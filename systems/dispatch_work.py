@@ -64,8 +64,10 @@ def _dispatch(state: WorldState, rec: AgentRecord, action: Action) -> None:
         ref = mint(rec, "m")
         turn.phase, turn.inflight = THINKING, ref
         state.lane_waiting[rec.ordinal] = rec
+        calls = rec.model_calls
+        rec.model_calls = calls + 1
         model_request = ModelRequest(
-            rec.id, action.prompt, action.model, tuple(rec.history.entries)
+            rec.id, action.prompt, action.model, tuple(rec.history.entries), call=calls
         )
         state.effects.think(rec.id, ref, model_request, turn_token(rec))
     elif cls is CallTools:

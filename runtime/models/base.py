@@ -25,6 +25,12 @@ class ModelRequest:
     ``stream`` is where a streaming model reports its deltas as they arrive (the world
     gives every call one; a model that does not stream ignores it). It is not part of the
     request's value: two requests that differ only in their stream are equal.
+
+    ``call`` is how many model calls the world dispatched for the agent before this one
+    (None in a request built by hand). The world counts them as it dispatches, on its own
+    thread, so a replay and a resumed run count the same: a model that follows a script
+    per agent (`ScriptedModel`) reads it by this number, and a call an interrupt abandoned
+    holds its place whether or not its thread got to run it.
     """
 
     agent_id: str
@@ -32,6 +38,7 @@ class ModelRequest:
     model: str = "default"
     history: tuple[Entry, ...] = ()
     stream: Stream | None = field(default=None, compare=False, repr=False)
+    call: int | None = None
 
 
 @fast_frozen_init  # one per model call, on the lane's thread

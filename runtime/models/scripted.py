@@ -19,7 +19,10 @@ class ScriptedModel:
     """A model that replays a fixed list of replies, for tests and scenarios.
 
     Each agent reads the script from the start, so replies do not depend on the order in
-    which lane threads happen to run. An entry may be a ``ModelReply``, a string (a reply
+    which lane threads happen to run. A world's call reads the entry its number names
+    (``ModelRequest.call``: the agent's calls dispatched before it), so a call abandoned
+    by an interrupt holds its place whether its thread ran it or not; a request built by
+    hand reads the agent's next entry. An entry may be a ``ModelReply``, a string (a reply
     with no tool calls) or a function of the request. ``cycle=True`` starts over when the
     script ends; otherwise running out is an error. ``delay`` seconds of real time pass
     before each reply (cancellable), to stand in for a slow model. ``virtual_duration`` is
@@ -52,7 +55,8 @@ class ScriptedModel:
         self.calls = 0
 
     def seek(self, agent_id: str, index: int) -> None:
-        """Make ``index`` the next reply ``agent_id`` reads (0 is the first).
+        """Make ``index`` the next reply ``agent_id`` reads (0 is the first) in a request
+        built by hand (one without ``call``).
 
         `runtime.resume` calls it with the number of calls the journal shows the agent made,
         so a resumed run reads on where the killed one was, not from the start.
@@ -68,7 +72,9 @@ class ScriptedModel:
             LookupError: the script ran out (and ``cycle`` is False).
         """
         with self._lock:
-            index = self._cursor.get(request.agent_id, 0)
+            index = request.call
+            if index is None:  # built by hand: the agent's next reply
+                index = self._cursor.get(request.agent_id, 0)
             self._cursor[request.agent_id] = index + 1
             self.calls += 1
         if self._delay and cancel.wait(self._delay):

@@ -188,6 +188,7 @@ class AgentRecord:
         "_extras",
         "fn",
         "id",
+        "model_calls",
         "ordinal",
         "prompts",
         "result",
@@ -234,6 +235,9 @@ class AgentRecord:
         # fields of every record, 24 B an agent, in one side object that only it pays).
         self._digested: _Digested | None = None
         self.sleep_seq = 0
+        # Model calls dispatched for the agent so far (`ModelRequest.call`); a replay, and
+        # so a resumed run, counts them again as it dispatches.
+        self.model_calls = 0
 
     def __repr__(self) -> str:
         return f"<AgentRecord {self.id} {self.status.kind.value} {self.turn.phase.value}>"

@@ -20,9 +20,7 @@ from runtime import (
     InteractionResponse,
     Journal,
     ManualClock,
-    ModelRequest,
     PromptOpened,
-    ScriptedModel,
     StatusKind,
     ToolCall,
     ToolOutcome,
@@ -74,21 +72,13 @@ def consulter(turn):
     return got
 
 
-def _reply(request: ModelRequest) -> str:
-    return "fine" if len(request.history) % 2 else "good"
-
-
 def _run(seed: int, script: list[tuple[str, int]], agents: int) -> list[str]:
-    """Run ``script`` on a lockstep world: commands between ticks, as a host would.
-
-    The model's replies are a function of the request: a script read in order is state
-    outside the world that a model call abandoned by an interrupt may or may not have
-    advanced when it is dropped (thread timing; README, "Lockstep")."""
+    """Run ``script`` on a lockstep world: commands between ticks, as a host would."""
     world = World(
         seed=seed,
         clock=ManualClock(),
         tools=_jittery_tools(),
-        models={"default": ScriptedModel([_reply], cycle=True)},
+        models=jb.scripted_models(),
         interaction_timeout_secs=0.1,  # prompts expire within a script's `advance`s
     )
     try:
@@ -125,8 +115,9 @@ def _run(seed: int, script: list[tuple[str, int]], agents: int) -> list[str]:
 
 @settings(max_examples=30, deadline=None)
 @given(script=scripts, seed=st.integers(0, 5), agents=st.integers(1, 4))
-# An interrupt abandons a model call dispatched the tick before (found by CI: 17 runs of
-# 100 differed while the model read a script in order).
+# An interrupt abandons a model call dispatched the tick before: found by CI, 17 runs of
+# 100 differed while the scripted model read its script in the order calls reached it
+# (the abandoned call took the agent's next reply, or did not, by thread timing).
 @example(
     script=[
         ("pause", 4),

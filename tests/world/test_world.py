@@ -352,6 +352,51 @@ def test_an_interrupt_during_an_ask_cancels_the_prompt(make_world):
     assert world.history(agent)[-1].content == "[interrupted by user]"
 
 
+def test_a_scripted_reply_is_read_by_call_number_whether_an_abandoned_call_ran_or_not(
+    make_world,
+):
+    # One inference slot, held by another agent's call: the interrupted agent's first call
+    # waits in the queue and is abandoned there, never run. Its next call is its second,
+    # and reads the script's second entry, as it does when the first call ran (the thread
+    # timing a lockstep run cannot fix, and a resumed run counts past); a script read in
+    # the order calls reached the model gave the first.
+    gate = threading.Event()
+
+    class Gate:
+        def complete(self, request, cancel):
+            assert gate.wait(10)
+            return ModelReply("held")
+
+    script = ScriptedModel(["one", "two", "three"])
+    world = make_world(
+        clock=MonotonicClock(),
+        models={"default": script, "gate": Gate()},
+        inference_capacity=1,
+    )
+
+    def gated(turn):
+        return (yield Think("hold", model="gate")).text
+
+    holder = world.spawn(gated)
+    world.tick()  # the gate's call takes the only slot
+    wait_for(lambda: world.inference_lane.stats().busy == 1, what="the gate's call")
+    agent = world.spawn(chatter, "first", interactive=True)
+    world.tick()
+    world.tick()  # its call is queued behind the gate's
+    assert world.inference_lane.stats().queued == 1
+    world.interrupt(agent)
+    world.tick()
+    wait_for(lambda: world.inference_lane.stats().queued == 0, what="the call abandoned")
+    assert script.calls == 0  # it never reached the model
+    world.send(agent, "second")
+    world.tick()
+    gate.set()
+    world.run_until_idle(timeout=10)
+    assert world.result(holder) == "held"
+    assert world.result(agent) == "two"
+    assert script.calls == 1
+
+
 def test_after_an_interrupt_send_starts_a_turn_that_sees_the_history(make_world):
     seen: list[list[str]] = []
 
