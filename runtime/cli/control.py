@@ -125,7 +125,7 @@ def cmd_respond(args: argparse.Namespace) -> int:
     elif reply.get("applied", True):
         print(f"answered {reply['answered']} ({reply['agent']})")
     else:  # settled at the hub: the agent takes it at the world's next tick
-        print(_queued(f"answer {reply['answered']} to", reply["agent"]))
+        print(_queued(f"answer {reply['answered']} to", reply["agent"], reply))
     return 0
 
 
@@ -215,7 +215,11 @@ def cmd_send(args: argparse.Namespace) -> int:
     """``tickwork send``: give an agent its next message (exit 1 if it has ended)."""
     with _client(args) as client:
         reply = client.request("send", agent=args.agent, text=args.text)
-    print(f"sent to {args.agent}" if reply.get("applied", True) else _queued("send to", args.agent))
+    print(
+        f"sent to {args.agent}"
+        if reply.get("applied", True)
+        else _queued("send to", args.agent, reply)
+    )
     return 0
 
 
@@ -224,14 +228,17 @@ def cmd_steer(args: argparse.Namespace) -> int:
     with _client(args) as client:
         reply = client.request(args.op, agent=args.agent)
     done = f"{_STEERING[args.op][1]} {args.agent}"
-    print(done if reply.get("applied", True) else _queued(args.op, args.agent))
+    print(done if reply.get("applied", True) else _queued(args.op, args.agent, reply))
     return 0
 
 
-def _queued(what: str, agent: str) -> str:
+def _queued(what: str, agent: str, reply: dict[str, Any]) -> str:
     # A serve replies once a tick has applied a command, or says it has not (within its
-    # `apply_timeout`; at once in lockstep, whose ticks wait for lane work): it is queued.
-    return f"{what} {agent}: queued; the world has not applied it yet"
+    # `apply_timeout`; at once in lockstep, whose ticks wait for lane work, or when the
+    # world's loop died, with the reason): it is queued.
+    reason = reply.get("reason")
+    why = f" ({escape_controls(str(reason))})" if reason else ""
+    return f"{what} {agent}: queued; the world has not applied it yet{why}"
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

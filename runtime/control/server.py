@@ -90,7 +90,8 @@ class ControlServer:
     paused yet, and was refused); its reply says ``"applied": false`` if no tick applied
     it within ``apply_timeout`` seconds (a world that is not ticking), the command still
     queued. A lockstep world's ticks wait for its lane work, so there the reply comes at
-    once, ``"applied": false``.
+    once, ``"applied": false``; so it does when ``start()``'s loop has died
+    (`World.loop_error`), with a ``"reason"`` naming the error.
     """
 
     def __init__(
@@ -444,12 +445,18 @@ class ControlServer:
             deadline = time.monotonic() + self.apply_timeout
             # In slices: a world closed meanwhile never applies it, and says nothing; a
             # server closing after `close()` let the waiting replies go does not either.
-            while not posted.applied and not posted.done.wait(
-                min(0.1, max(0.0, deadline - time.monotonic()))
+            # A `start()` loop that died ticks it no more: no wait (`World.loop_error`).
+            while (
+                not posted.applied
+                and self.world.loop_error is None
+                and not posted.done.wait(min(0.1, max(0.0, deadline - time.monotonic())))
             ):
                 if self.world.closed or self._closing.is_set() or time.monotonic() >= deadline:
                     break
             reply["applied"] = posted.applied
+            died = self.world.loop_error
+            if not posted.applied and died is not None:
+                reply["reason"] = f"the world's tick loop died: {died!r}"
             return reply
         finally:
             if posted is not None:

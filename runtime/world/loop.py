@@ -262,6 +262,13 @@ class RunLoop:
         runner = self._runner
         return runner is not None and runner.is_alive()
 
+    @property
+    def loop_error(self) -> BaseException | None:
+        """The error that killed ``start()``'s loop, until ``stop()`` raises it; None while
+        it runs, before ``start()`` and after ``stop()``. With ``running`` False, it says
+        why nothing ticks any more without stopping anything."""
+        return self._run_error
+
     def _run_guarded(self) -> None:
         try:
             self.run(self._stop)

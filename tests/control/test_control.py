@@ -36,7 +36,7 @@ from runtime import (
 )
 from runtime.control import MAX_CLIENTS, MAX_LINE, ControlClient, ControlServer, default_state_dir
 from runtime.control.ops import Refused, steer
-from runtime.errors import ControlError
+from runtime.errors import ControlError, JournalError
 from runtime.world.inputs import CancelAgent, InterruptAgent, PauseAgent, ResumeAgent, SendMessage
 from tests.conftest import wait_for
 
@@ -876,6 +876,48 @@ def test_a_command_no_tick_applies_in_time_is_answered_as_queued_and_still_appli
         assert world.status("sleeper").kind is StatusKind.PAUSED
 
 
+class _BrokenDisk:
+    """A journal that records ticks until ``full`` is set, then cannot write one."""
+
+    def __init__(self) -> None:
+        self.full = threading.Event()
+
+    def begin(self, settings: dict[str, Any]) -> None:
+        pass
+
+    def record_tick(self, *args: Any) -> None:
+        if self.full.is_set():
+            raise JournalError("cannot write journal 'run.db': disk I/O error")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_command_to_a_world_whose_loop_died_is_answered_at_once_with_why(state):
+    # An embedded host's `start()` loop died (its journal could not be written): each
+    # command then waited out `apply_timeout` for a tick that would never come, and its
+    # reply said only `"applied": false`, as for a slow tick.
+    disk = _BrokenDisk()
+    world = World(seed=1, journal=disk)
+    world.spawn(sleeper, agent_id="a")
+    world.spawn(sleeper, agent_id="b")
+    with _serving(world, state, apply_timeout=60):  # past the client's 10 s: no waiting
+        world.start()
+        wait_for(lambda: world.status("b").kind is StatusKind.ACTIVE, what="the sleepers")
+        disk.full.set()
+        with ControlClient(state, timeout=10) as client:
+            # The tick applying it dies recording it; the next command finds it dead.
+            for agent in ("a", "b"):
+                reply = client.request("pause", agent=agent)
+                assert reply["applied"] is False, reply
+                assert "tick loop died" in reply["reason"] and "disk I/O error" in reply["reason"]
+        assert not world.running
+        assert isinstance(world.loop_error, JournalError)
+        with pytest.raises(JournalError, match="disk I/O error"):
+            world.stop()
+        assert world.loop_error is None  # raised by `stop()`: said once
+
+
 class _TickHolder:
     """A host observer (registered before the server's) that, once ``armed``, holds the
     next tick with inputs at its end, until ``gate`` is set."""
@@ -974,8 +1016,9 @@ def test_the_cli_says_when_a_command_is_queued_but_not_yet_applied(monkeypatch, 
     from runtime.cli import control
 
     class Client:
-        def __init__(self, applied: bool) -> None:
+        def __init__(self, applied: bool, reason: str | None = None) -> None:
             self.applied = applied
+            self.reason = {} if reason is None else {"reason": reason}
 
         def __enter__(self) -> Client:
             return self
@@ -988,10 +1031,12 @@ def test_the_cli_says_when_a_command_is_queued_but_not_yet_applied(monkeypatch, 
                 return {"ok": True, "prompts": [{"id": "a1/t1/p1", "agent": "a1", "kind": "text"}]}
             if op == "answer":
                 fields = {"agent": "a1", "answered": fields["request_id"]}
-            return {"ok": True, **fields, "applied": self.applied}
+            return {"ok": True, **fields, "applied": self.applied, **self.reason}
 
-    for applied in (True, False):
-        monkeypatch.setattr(control, "_client", lambda args, applied=applied: Client(applied))
+    died = "the world's tick loop died: JournalError('disk full\x1b[2J')"
+    for applied, reason in ((True, None), (False, None), (False, died)):
+        client = Client(applied, reason)
+        monkeypatch.setattr(control, "_client", lambda args, client=client: client)
         control.cmd_steer(argparse.Namespace(op="pause", agent="a1"))
         control.cmd_send(argparse.Namespace(agent="a1", text="hi"))
         control.cmd_respond(
@@ -1001,11 +1046,14 @@ def test_the_cli_says_when_a_command_is_queued_but_not_yet_applied(monkeypatch, 
         )
     out = capsys.readouterr().out.splitlines()
     assert out[:3] == ["paused a1", "sent to a1", "answered a1/t1/p1 (a1)"]
-    assert out[3:] == [
+    assert out[3:6] == [
         "pause a1: queued; the world has not applied it yet",
         "send to a1: queued; the world has not applied it yet",
         "answer a1/t1/p1 to a1: queued; the world has not applied it yet",
     ]
+    # Why, when the server knows (the world's loop died), with control characters shown.
+    why = " (the world's tick loop died: JournalError('disk full\\x1b[2J'))"
+    assert out[6:] == [line + why for line in out[3:6]]
 
 
 def _parent_of_a_sleeper(turn):
