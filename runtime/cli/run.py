@@ -20,7 +20,7 @@ from rich.live import Live
 
 from runtime.cli.observe import CommandTelemetry, check_metrics_address
 from runtime.cli.view import LiveView, RunStats, Summary, render_summary, summarize
-from runtime.errors import TickLimitError, TickworkError
+from runtime.errors import TickLimitError
 from runtime.journal import Journal
 from runtime.scenario import Operator, Scenario, build_world, load_scenario, spawn_agents
 from runtime.scenario.check import escape_controls
@@ -233,10 +233,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 caught=caught,
                 spawning=scenario.agent_count,
             )
-        except TickworkError:
+        except BaseException:
             # Refused before its first tick (a --metrics port taken, a Dask scheduler not
-            # there, a spawn refused): "nothing was run" leaves no journal behind either,
-            # or the same command, corrected, would be refused for the file.
+            # there, a spawn refused), or stopped there by a Ctrl-C or an internal error:
+            # "nothing was run" leaves no journal behind either, or the same command,
+            # corrected, would be refused for the file.
             if journal is not None and (world is None or world.tick_count == 0):
                 discard_journal(journal)
             raise

@@ -21,7 +21,6 @@ from runtime.cli.run import (
 )
 from runtime.cli.view import RunStats, summarize
 from runtime.control import ControlServer, StateDir, default_state_dir
-from runtime.errors import TickworkError
 from runtime.journal import Journal
 from runtime.scenario import Operator, Scenario, build_world, load_scenario, spawn_agents
 from runtime.scenario.check import escape_controls
@@ -109,10 +108,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         return serve_world(make_world, scenario, args, journal=args.journal, start=spawn_agents)
-    except TickworkError:
-        # Refused before its first tick (a --metrics port taken, a spawn refused): as
-        # `tickwork run`, "nothing was run" leaves no journal behind, or the same command,
-        # corrected, would be refused for the file.
+    except BaseException:
+        # Refused before its first tick (a --metrics port taken, a spawn refused), or
+        # stopped there by a Ctrl-C or an internal error: as `tickwork run`, "nothing was
+        # run" leaves no journal behind, or the same command, corrected, would be refused
+        # for the file.
         for journal in opened:
             if journal.ticks == 0:
                 discard_journal(journal)

@@ -221,3 +221,29 @@ def test_a_run_refused_before_its_first_tick_leaves_no_journal(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     again = tickwork("run", "examples/quickstart.toml", "--quiet", "--journal", str(journal))
     assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "serve"])
+def test_an_internal_error_before_the_first_tick_leaves_no_journal(
+    command, monkeypatch, tmp_path, state_dir, capsys
+):
+    # Only a refusal (a `TickworkError`) discarded the journal: an internal error in the
+    # spawn, or a Ctrl-C there, left a header-only file, and the same command, run again,
+    # was refused: "journal already exists".
+    from runtime.cli import run, serve
+    from runtime.cli.main import main
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the spawn")
+
+    monkeypatch.setattr(run if command == "run" else serve, "spawn_agents", broken)
+    journal = tmp_path / "run.db"
+    where = ["--state-dir", str(state_dir)] if command == "serve" else []
+    argv = [command, str(EXAMPLES / "quickstart.toml"), "--quiet", "--journal", str(journal)]
+    assert main([*argv, *where]) == 70
+    assert "internal error: RuntimeError: a bug in the spawn" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    short = ["--ticks", "3"] if command == "run" else []
+    assert main([*argv, *where, *short]) == 0
+    assert journal.exists()
