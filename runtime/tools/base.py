@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from components import InteractionRequest, InteractionResponse
-from components._frozen import fast_frozen_init
+from components._frozen import fast_frozen_init, frozen_builder
 from runtime.cancel import CancelToken
 from runtime.errors import ConfigError
 from runtime.lane.parking import Slot, joined
@@ -74,11 +74,14 @@ class ToolContext:
     cancel: CancelToken
     hub: SupportsAsk | None = None
     batch_id: str = ""
-    # How many prompts this call has named so far (see `ask`); not a parameter.
-    _asked: int = dataclasses.field(default=0, init=False, repr=False, compare=False)
+    # How many prompts the call has named so far (see `ask`), in a cell that a copy
+    # (`dataclasses.replace`) shares, so no two of them name one prompt twice.
+    _prompts: list[int] | None = dataclasses.field(
+        default=None, kw_only=True, repr=False, compare=False
+    )
     # The lane slot of the job running the call, when a lane thread runs it: a thread the
-    # tool starts waits for an answer without holding the job's permit (see `ask`).
-    _slot: Slot | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
+    # tool starts, or a copy, waits for an answer without holding the job's permit.
+    _slot: Slot | None = dataclasses.field(default=None, kw_only=True, repr=False, compare=False)
 
     def ask(self, request: InteractionRequest) -> InteractionResponse:
         """Ask a person through the hub and wait (off the lane) for the answer.
@@ -91,7 +94,10 @@ class ToolContext:
         a cancelled batch), so a call that gives up leaves no orphaned prompt.
 
         The call's lane job holds no lane permit while it waits, whichever thread asks:
-        the one running the call or one the tool started (`runtime.off_lane`).
+        the one running the call or one the tool started (`runtime.off_lane`). A copy of
+        the context (``dataclasses.replace(ctx, cancel=...)``) is the same call: it asks
+        off the lane too, and goes on numbering the call's prompts (a copy with another
+        ``call_id`` shares the count, so its first prompt may be ``#2``).
 
         Raises:
             ConfigError: the call was run without a hub.
@@ -105,8 +111,11 @@ class ToolContext:
             )
         if not request.id and self.batch_id:
             with _numbering:  # threads the tool started may ask at once: no number twice
-                asked = self._asked + 1
-                _set_asked(self, asked)
+                count = self._prompts
+                if count is None:  # a context built by hand: its count starts here
+                    count = [0]
+                    _set_prompts(self, count)
+                asked = count[0] = count[0] + 1
             name = f"{self.batch_id}/{self.call_id}"
             request = request.with_id(name if asked == 1 else f"{name}#{asked}")
         # The hub withdraws the prompt when the token fires, whenever it fires: before the
@@ -116,14 +125,21 @@ class ToolContext:
         self.cancel.raise_if_cancelled()
         return response
 
+    def __copy__(self) -> ToolContext:
+        # A copy is the same call, as `dataclasses.replace`'s is: its slot and its count.
+        return _context(*(getattr(self, name) for name in _FIELDS))
+
     def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled or copied, a context leaves its lane slot behind (it holds the lane's
-        # locks, and means nothing in another process), as a token leaves its links.
+        # Pickled, a context leaves its lane slot behind (it holds the lane's locks, and
+        # means nothing in another process), as a token leaves its links.
         fields = (self.agent_id, self.call_id, self.cancel, self.hub, self.batch_id)
-        return (_rebuild_context, (*fields, self._asked))
+        count = self._prompts
+        return (_rebuild_context, (*fields, 0 if count is None else count[0]))
 
 
-_set_asked = ToolContext.__dict__["_asked"].__set__
+_set_prompts = ToolContext.__dict__["_prompts"].__set__
+_FIELDS = tuple(field.name for field in dataclasses.fields(ToolContext))
+_context = frozen_builder(ToolContext)  # every field, positionally (the registry's builder)
 _numbering = threading.Lock()  # `ask`'s numbering of a call's prompts
 
 
@@ -135,9 +151,7 @@ def _rebuild_context(
     batch_id: str,
     asked: int,
 ) -> ToolContext:
-    context = ToolContext(agent_id, call_id, cancel, hub, batch_id)
-    _set_asked(context, asked)
-    return context
+    return ToolContext(agent_id, call_id, cancel, hub, batch_id, _prompts=[asked])
 
 
 ToolFunction = Callable[[Mapping[str, Any], ToolContext], Any]

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from components import ToolCall, ToolResult
-from components._frozen import frozen_builder
 from components.tools import build_result
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError
@@ -32,6 +31,7 @@ from runtime.tools.base import (
     ToolBase,
     ToolContext,
     ToolFunction,
+    _context,  # a call's context built through its slots: one per call, on a lane thread
     check_timeout,
     check_virtual_duration,
 )
@@ -241,7 +241,7 @@ class ToolRegistry:
                 _body(tool),
                 tool.name,
                 call,
-                _context(agent_id, call.id, cancel, hub, batch_id, 0, held()),
+                _context(agent_id, call.id, cancel, hub, batch_id, [0], held()),
             )
             if result is None:
                 raise Cancelled(cancel.reason or "cancelled")
@@ -265,7 +265,7 @@ class ToolRegistry:
                 _body(tool),
                 tool.name,
                 call,
-                _context(agent_id, call.id, token, hub, batch_id, 0, held()),
+                _context(agent_id, call.id, token, hub, batch_id, [0], held()),
             )
         finally:
             cancel.remove_callback(follow)
@@ -303,18 +303,13 @@ class ToolRegistry:
             else:
                 # `run_call` of a tool without a timeout, inlined: a lane thread runs every
                 # call of every batch through here (one keyword call fewer per call).
-                context = _context(agent_id, call.id, cancel, hub, batch_id, 0, slot)
+                context = _context(agent_id, call.id, cancel, hub, batch_id, [0], slot)
                 done = _invoke(_body(tool), tool.name, call, context)
                 if done is None:
                     raise Cancelled(cancel.reason or "cancelled")
                 result = done
             results.append(result)
         return results
-
-
-# A call's context, built through its slots (`frozen_builder`): a lane thread builds one
-# per call (and its result with `build_result`), in the GIL's time every thread shares.
-_context = frozen_builder(ToolContext)
 
 
 def _body(tool: Tool) -> ToolFunction:

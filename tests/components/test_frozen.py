@@ -56,6 +56,20 @@ def test_it_keeps_the_signature_defaults_equality_and_frozenness():
         Fast()  # the required field is still required
 
 
+def test_a_keyword_only_field_stays_keyword_only_as_in_the_generated_init():
+    fields = [("a", int), ("k", int, dataclasses.field(default=1, kw_only=True)), ("b", int, 2)]
+    plain = dataclasses.make_dataclass("Keyed", fields, frozen=True, slots=True)
+    fast = fast_frozen_init(dataclasses.make_dataclass("Keyed", fields, frozen=True, slots=True))
+    def shape(cls):
+        params = inspect.signature(cls.__init__).parameters.values()
+        return [(p.name, p.default, p.kind) for p in params]
+
+    assert shape(fast) == shape(plain)
+    assert fast(1, 3, k=4) == fast(a=1, b=3, k=4) and (fast(1).b, fast(1).k) == (2, 1)
+    with pytest.raises(TypeError):
+        fast(1, 3, 4)  # `k` only by name
+
+
 def test_a_field_that_is_no_parameter_starts_at_its_default_as_in_the_generated_init():
     @dataclasses.dataclass(frozen=True, slots=True)
     class Counted:
@@ -156,9 +170,9 @@ def test_the_lane_messages_built_quicker_are_ordinary_instances():
     assert type(job) is ToolJob and job == ToolJob("a1", "b1", len, calls, token, bound=2.5)
     outcome = build_outcome("a1", "b1", (result,), 0.5, None)
     assert type(outcome) is ToolOutcome and outcome == ToolOutcome("a1", "b1", (result,), 0.5)
-    context = _context("a1", "c1", token, None, "b1", 0, None)
+    context = _context("a1", "c1", token, None, "b1", [0], None)
     assert type(context) is ToolContext and context == ToolContext("a1", "c1", token, None, "b1")
-    assert context._asked == 0  # the field `ask` counts prompts with, as the class starts it
+    assert context._prompts == [0]  # the cell `ask` counts prompts in
     for made, field in (
         (result, "call_id"),
         (job, "batch_id"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import pickle
 import sys
 import threading
@@ -552,27 +554,26 @@ class RecordingHub:
         return False
 
 
-def test_threads_of_one_call_asking_at_once_never_get_the_same_prompt_id(monkeypatch):
+def test_threads_of_one_call_asking_at_once_never_get_the_same_prompt_id():
     # Two threads the tool started ask at once: the second reads the count while the
     # first is between reading and writing it (held there until the second is in, or
     # 0.5 s, as the lock keeps it out). Without the lock both were "#1", and the hub
     # refused the second prompt as a duplicate.
-    from runtime.tools import base
-
     first_in, second_in = threading.Event(), threading.Event()
-    real_set = base._set_asked
 
-    def slow_set(context: ToolContext, value: int) -> None:
-        if not first_in.is_set():
-            first_in.set()
-            second_in.wait(0.5)
-        else:
-            second_in.set()
-        real_set(context, value)
+    class SlowCount(list[int]):
+        """The call's prompt count, read slowly the first time."""
 
-    monkeypatch.setattr(base, "_set_asked", slow_set)
+        def __getitem__(self, index: Any) -> Any:
+            if not first_in.is_set():
+                first_in.set()
+                second_in.wait(0.5)
+            else:
+                second_in.set()
+            return super().__getitem__(index)
+
     hub = RecordingHub()
-    ctx = ToolContext("a1", "c1", CancelToken(), hub, "a1/t1/b1")
+    ctx = ToolContext("a1", "c1", CancelToken(), hub, "a1/t1/b1", _prompts=SlowCount([0]))
     ask = lambda: ctx.ask(InteractionRequest.free_text("", "ok?"))  # noqa: E731
     first = threading.Thread(target=ask)
     first.start()
@@ -584,9 +585,8 @@ def test_threads_of_one_call_asking_at_once_never_get_the_same_prompt_id(monkeyp
     assert sorted(hub.ids) == ["a1/t1/b1/c1", "a1/t1/b1/c1#2"]
 
 
-def test_a_context_made_on_a_lane_thread_pickles_and_copies_without_its_lane_slot():
-    import copy
-
+def _context_on_a_lane(**run: Any) -> ToolContext:
+    """The context a call gets on a lane thread (``run``: `run_batch`'s keywords)."""
     tools = ToolRegistry()
     made: list[ToolContext] = []
 
@@ -595,28 +595,45 @@ def test_a_context_made_on_a_lane_thread_pickles_and_copies_without_its_lane_slo
         made.append(ctx)
         return 1
 
+    def batch(cancel: CancelToken) -> object:
+        return tools.run_batch([ToolCall("c1", "keep")], agent_id="a1", cancel=cancel, **run)
+
     outcomes = Outcomes()
     lane = ToolLane(1, on_outcome=outcomes)
     try:
-        lane.submit(
-            ToolJob(
-                "a1",
-                "b1",
-                lambda c: tools.run_batch([ToolCall("c1", "keep")], agent_id="a1", cancel=c),
-            )
-        )
+        lane.submit(ToolJob("a1", "b1", batch))
         outcomes.take()
     finally:
         lane.close()
     [ctx] = made
     assert ctx._slot is not None  # made on the lane's thread: it carries the job's slot
-    _set = ToolContext.__dict__["_asked"].__set__
-    _set(ctx, 2)
-    for again in (pickle.loads(pickle.dumps(ctx)), copy.copy(ctx)):
-        assert (again.agent_id, again.call_id, again.batch_id, again._asked) == (
-            "a1",
-            "c1",
-            "",
-            2,
-        )
-        assert again._slot is None
+    return ctx
+
+
+def test_a_copy_of_a_context_is_the_same_call_its_slot_and_its_prompt_count():
+    # `dataclasses.replace(ctx, cancel=...)` (a tool giving part of its work a shorter
+    # deadline) lost the slot: the copy's `ask` held the lane permit while it waited, so a
+    # full lane could deadlock on it. It also counted prompts from zero: its first prompt
+    # took the id of the call's first, and the hub refused it as a duplicate.
+    hub = RecordingHub()
+    ctx = _context_on_a_lane(hub=hub, batch_id="a1/t1/b1")
+    ctx.ask(InteractionRequest.free_text("", "first?"))
+    child = ctx.cancel.child()
+    for again in (dataclasses.replace(ctx, cancel=child), copy.copy(ctx)):
+        assert again._slot is ctx._slot
+        again.ask(InteractionRequest.free_text("", "more?"))
+    assert dataclasses.replace(ctx, call_id="c2")._slot is ctx._slot
+    ctx.ask(InteractionRequest.free_text("", "last?"))
+    assert hub.ids == [f"a1/t1/b1/c1{n}" for n in ("", "#2", "#3", "#4")]
+
+
+def test_a_pickled_context_leaves_its_lane_slot_behind_and_keeps_its_count():
+    ctx = _context_on_a_lane(batch_id="a1/t1/b1")
+    assert ctx._prompts is not None
+    ctx._prompts[0] = 2  # two prompts named
+    again = pickle.loads(pickle.dumps(ctx))
+    assert (again.agent_id, again.call_id, again.batch_id) == ("a1", "c1", "a1/t1/b1")
+    assert again._slot is None  # it holds the lane's locks, and means nothing elsewhere
+    assert again._prompts is not None
+    again._prompts[0] += 1  # its own count from here: another process's prompts
+    assert (again._prompts, ctx._prompts) == ([3], [2])

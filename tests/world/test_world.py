@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 import os
@@ -607,6 +608,21 @@ def test_the_production_deadlock_ends_on_a_lane_of_capacity_one(make_world):
     assert world.result(agent) == "done by child"  # not the neutral answer of an expiry
     assert world.status(f"{agent}.1").kind is StatusKind.COMPLETE
     assert world.lane.stats().parks >= 1
+
+
+def test_the_same_deadlock_ends_when_a_copy_of_the_context_asks_from_a_tool_thread(make_world):
+    # A copy with a token of its own (a tool giving its question a shorter deadline) lost
+    # the lane slot: asked from a thread the tool started, its wait held the parent's
+    # permit, the child's tool never ran, and the question expired unanswered.
+    def with_a_deadline(ctx, request):
+        copy = dataclasses.replace(ctx, cancel=ctx.cancel.child())
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(copy.ask, request).result(timeout=20)
+
+    world, agent = run_the_production_deadlock(make_world, with_a_deadline)
+    assert world.result(agent) == "done by child"
+    s = world.lane.stats()
+    assert (s.parks, s.resumes, s.busy, s.parked) == (1, 1, 0, 0)
 
 
 @pytest.mark.parametrize("timeout", [None, 30.0], ids=["no-timeout", "timeout"])
