@@ -8,17 +8,18 @@ A tool is any callable ``tool(args, ctx) -> JSON value`` with a ``name``, an opt
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from components import InteractionRequest, InteractionResponse
 from components._frozen import fast_frozen_init, frozen_builder
 from runtime.cancel import CancelToken
 from runtime.errors import ConfigError
-from runtime.lane.parking import Slot, joined
+from runtime.lane.parking import Slot, joined, off_lane
 from runtime.lane.values import shown
 
 __all__ = [
@@ -124,6 +125,17 @@ class ToolContext:
             response = hub.ask(self.agent_id, request, cancel=self.cancel)
         self.cancel.raise_if_cancelled()
         return response
+
+    @contextlib.contextmanager
+    def off_lane(self) -> Iterator[None]:
+        """Run the block without holding the call's lane permit, from whichever thread:
+        the one running the call or one the tool started. For a wait on something only
+        other work can end (another agent, a queue another job fills); the call takes a
+        place again once the last of its threads is back. Outside a lane, it just runs
+        the block (`runtime.off_lane` is the same for the thread running the call alone).
+        """
+        with joined(self._slot), off_lane():
+            yield
 
     def __copy__(self) -> ToolContext:
         # A copy is the same call, as `dataclasses.replace`'s is: its slot and its count.

@@ -60,6 +60,7 @@ def test_a_keyword_only_field_stays_keyword_only_as_in_the_generated_init():
     fields = [("a", int), ("k", int, dataclasses.field(default=1, kw_only=True)), ("b", int, 2)]
     plain = dataclasses.make_dataclass("Keyed", fields, frozen=True, slots=True)
     fast = fast_frozen_init(dataclasses.make_dataclass("Keyed", fields, frozen=True, slots=True))
+
     def shape(cls):
         params = inspect.signature(cls.__init__).parameters.values()
         return [(p.name, p.default, p.kind) for p in params]

@@ -8,7 +8,8 @@ import pickle
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -637,3 +638,49 @@ def test_a_pickled_context_leaves_its_lane_slot_behind_and_keeps_its_count():
     assert again._prompts is not None
     again._prompts[0] += 1  # its own count from here: another process's prompts
     assert (again._prompts, ctx._prompts) == ([3], [2])
+
+
+def test_a_thread_the_tool_started_can_step_off_the_lane_through_its_context():
+    # A tool's helper thread waiting on work only a queued job can do: `runtime.off_lane`
+    # on that thread does nothing (the thread runs no lane job), so the call held its
+    # permit and the job behind it never ran. `ctx.off_lane()` steps the call off.
+    tools = ToolRegistry()
+    filled = threading.Event()
+
+    @tools.tool()
+    def wait_for_fill(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        def helper() -> bool:
+            with ctx.off_lane():
+                return filled.wait(WAIT)
+
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(helper).result(WAIT)
+
+    @tools.tool()
+    def fill(args: Mapping[str, Any], ctx: ToolContext) -> object:
+        filled.set()
+        return "filled"
+
+    def batch(name: str) -> Callable[[CancelToken], object]:
+        calls = [ToolCall("c1", name)]
+        return lambda cancel: tools.run_batch(calls, agent_id=name, cancel=cancel)
+
+    outcomes = Outcomes()
+    lane = ToolLane(1, on_outcome=outcomes)
+    try:
+        lane.submit(ToolJob("waiter", "b1", batch("wait_for_fill")))
+        wait_until(lambda: lane.stats().parked == 1, "the waiter off the lane")
+        lane.submit(ToolJob("filler", "b2", batch("fill")))
+        done = {o.agent_id: o.results[0].output for o in outcomes.take(2)}
+        s = lane.stats()
+    finally:
+        lane.close()
+    assert done == {"waiter": True, "filler": "filled"}
+    assert (s.parks, s.resumes, s.busy, s.parked) == (1, 1, 0, 0)
+
+
+def test_off_lane_of_a_context_outside_a_lane_just_runs_the_block():
+    ctx = ToolContext("a1", "c1", CancelToken())
+    with ctx.off_lane():
+        ran = True
+    assert ran
