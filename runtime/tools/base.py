@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from components import InteractionRequest, InteractionResponse
-from components._frozen import fast_frozen_init, frozen_builder
+from components._frozen import fast_frozen_init
 from runtime.cancel import CancelToken
 from runtime.errors import ConfigError
 from runtime.lane.parking import Slot, joined, off_lane
@@ -76,9 +76,9 @@ class ToolContext:
     hub: SupportsAsk | None = None
     batch_id: str = ""
     # How many prompts the call has named so far (see `ask`), in a cell that a copy
-    # (`dataclasses.replace`) shares, so no two of them name one prompt twice.
-    _prompts: list[int] | None = dataclasses.field(
-        default=None, kw_only=True, repr=False, compare=False
+    # (`dataclasses.replace`, `copy.copy`) shares, so no two of them name one prompt twice.
+    _prompts: list[int] = dataclasses.field(
+        default_factory=lambda: [0], kw_only=True, repr=False, compare=False
     )
     # The lane slot of the job running the call, when a lane thread runs it: a thread the
     # tool starts, or a copy, waits for an answer without holding the job's permit.
@@ -111,11 +111,8 @@ class ToolContext:
                 "no interaction hub was given"
             )
         if not request.id and self.batch_id:
+            count = self._prompts
             with _numbering:  # threads the tool started may ask at once: no number twice
-                count = self._prompts
-                if count is None:  # a context built by hand: its count starts here
-                    count = [0]
-                    _set_prompts(self, count)
                 asked = count[0] = count[0] + 1
             name = f"{self.batch_id}/{self.call_id}"
             request = request.with_id(name if asked == 1 else f"{name}#{asked}")
@@ -139,31 +136,29 @@ class ToolContext:
 
     def __copy__(self) -> ToolContext:
         # A copy is the same call, as `dataclasses.replace`'s is: its slot and its count.
-        return _context(*(getattr(self, name) for name in _FIELDS))
+        return dataclasses.replace(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ToolContext:
+        # So is a deep one: the token, the hub and the slot are the call's, not data.
+        return dataclasses.replace(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled, a context leaves its lane slot behind (it holds the lane's locks, and
-        # means nothing in another process), as a token leaves its links.
-        fields = (self.agent_id, self.call_id, self.cancel, self.hub, self.batch_id)
-        count = self._prompts
-        return (_rebuild_context, (*fields, 0 if count is None else count[0]))
+        # means nothing in another process), as a token leaves its links; it takes its
+        # count, in a cell of its own there.
+        given = {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if field.init and field.name not in ("_slot", "_prompts")
+        }
+        return (_rebuild_context, (type(self), given, self._prompts[0]))
 
 
-_set_prompts = ToolContext.__dict__["_prompts"].__set__
-_FIELDS = tuple(field.name for field in dataclasses.fields(ToolContext))
-_context = frozen_builder(ToolContext)  # every field, positionally (the registry's builder)
 _numbering = threading.Lock()  # `ask`'s numbering of a call's prompts
 
 
-def _rebuild_context(
-    agent_id: str,
-    call_id: str,
-    cancel: CancelToken,
-    hub: SupportsAsk | None,
-    batch_id: str,
-    asked: int,
-) -> ToolContext:
-    return ToolContext(agent_id, call_id, cancel, hub, batch_id, _prompts=[asked])
+def _rebuild_context(cls: type[ToolContext], given: dict[str, Any], asked: int) -> ToolContext:
+    return cls(**given, _prompts=[asked])
 
 
 ToolFunction = Callable[[Mapping[str, Any], ToolContext], Any]

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from components import ToolCall, ToolResult
+from components._frozen import frozen_builder
 from components.tools import build_result
 from runtime.cancel import Cancelled, CancelToken
 from runtime.errors import ConfigError
@@ -31,7 +32,6 @@ from runtime.tools.base import (
     ToolBase,
     ToolContext,
     ToolFunction,
-    _context,  # a call's context built through its slots: one per call, on a lane thread
     check_timeout,
     check_virtual_duration,
 )
@@ -340,3 +340,8 @@ def _invoke(fn: ToolFunction, name: str, call: ToolCall, ctx: ToolContext) -> To
         error = f"tool {name!r} returned a value that raised {type(exc).__name__}: {exc}"
         return ToolResult(call.id, error=error)
     return build_result(call.id, output, None)
+
+
+# A call's context, built through its slots (`frozen_builder`): a lane thread builds one
+# per call (and its result with `build_result`), in the GIL's time every thread shares.
+_context = frozen_builder(ToolContext)

@@ -118,12 +118,28 @@ def test_a_class_it_cannot_speed_up_is_refused_by_name():
     with pytest.raises(TypeError, match="Mutable"):
         fast_frozen_init(Mutable)
 
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Factory:
-        a: list[int] = dataclasses.field(default_factory=list)
 
-    with pytest.raises(TypeError, match="default_factory"):
-        fast_frozen_init(Factory)
+def test_a_default_factory_is_called_for_each_object_not_given_the_field():
+    def made(name: str) -> type:
+        fields = [
+            ("a", list[int], dataclasses.field(default_factory=list)),
+            ("k", list[int], dataclasses.field(default_factory=lambda: [0], kw_only=True)),
+            ("n", list[int], dataclasses.field(default_factory=list, init=False)),
+        ]
+        return dataclasses.make_dataclass(name, fields, frozen=True, slots=True)
+
+    plain, fast = made("Factory"), fast_frozen_init(made("Factory"))
+
+    def shape(cls):
+        return [(p.name, p.kind) for p in inspect.signature(cls.__init__).parameters.values()]
+
+    assert shape(fast) == shape(plain)
+    first, second = fast(), fast()
+    assert (first.a, first.k, first.n) == ([], [0], []) and repr(first) == repr(plain())
+    assert first.a is not second.a and first.k is not second.k and first.n is not second.n
+    given = [1]
+    assert fast(given, k=given).a is given and fast(k=given).k is given
+    assert fast(None).a is None  # a value that is no default is kept, None included
 
 
 def test_frozen_builder_builds_the_very_objects_the_class_builds():

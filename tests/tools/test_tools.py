@@ -628,14 +628,42 @@ def test_a_copy_of_a_context_is_the_same_call_its_slot_and_its_prompt_count():
     assert hub.ids == [f"a1/t1/b1/c1{n}" for n in ("", "#2", "#3", "#4")]
 
 
+def test_a_copy_made_before_the_first_prompt_shares_the_count_of_a_context_built_by_hand():
+    # The count's cell was made at the first `ask`: a copy made before it counted apart,
+    # and the two named their first prompts alike.
+    hub = RecordingHub()
+    ctx = ToolContext("a1", "c1", CancelToken(), hub, "b1")
+    copies = [dataclasses.replace(ctx), copy.copy(ctx), copy.deepcopy(ctx)]
+    for asking in (ctx, *copies):
+        asking.ask(InteractionRequest.free_text("", "ok?"))
+    assert hub.ids == ["b1/c1", "b1/c1#2", "b1/c1#3", "b1/c1#4"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _MoreContext(ToolContext):
+    """A host's context with a field of its own."""
+
+    extra: str = ""
+
+
+def test_a_copied_or_pickled_context_keeps_its_class_and_fields():
+    ctx = _MoreContext("a1", "c1", CancelToken(), None, "b1", extra="x")
+    for again in (copy.copy(ctx), copy.deepcopy(ctx), pickle.loads(pickle.dumps(ctx))):
+        assert type(again) is _MoreContext
+        assert (again.agent_id, again.call_id, again.batch_id, again.extra) == (
+            "a1",
+            "c1",
+            "b1",
+            "x",
+        )
+
+
 def test_a_pickled_context_leaves_its_lane_slot_behind_and_keeps_its_count():
     ctx = _context_on_a_lane(batch_id="a1/t1/b1")
-    assert ctx._prompts is not None
     ctx._prompts[0] = 2  # two prompts named
     again = pickle.loads(pickle.dumps(ctx))
     assert (again.agent_id, again.call_id, again.batch_id) == ("a1", "c1", "a1/t1/b1")
     assert again._slot is None  # it holds the lane's locks, and means nothing elsewhere
-    assert again._prompts is not None
     again._prompts[0] += 1  # its own count from here: another process's prompts
     assert (again._prompts, ctx._prompts) == ([3], [2])
 
