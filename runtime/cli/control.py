@@ -234,11 +234,13 @@ def cmd_steer(args: argparse.Namespace) -> int:
 
 def _queued(what: str, agent: str, reply: dict[str, Any]) -> str:
     # A serve replies once a tick has applied a command, or says it has not (within its
-    # `apply_timeout`; at once in lockstep, whose ticks wait for lane work, or when the
-    # world's loop died, with the reason): it is queued.
+    # `apply_timeout`; at once in lockstep, whose ticks wait for lane work): it is
+    # queued. With a reason (the world's loop died, maybe in the tick applying it), no
+    # tick will say whether it was applied.
     reason = reply.get("reason")
-    why = f" ({escape_controls(str(reason))})" if reason else ""
-    return f"{what} {agent}: queued; the world has not applied it yet{why}"
+    if reason:
+        return f"{what} {agent}: not confirmed; {escape_controls(str(reason))}"
+    return f"{what} {agent}: queued; the world has not applied it yet"
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

@@ -79,6 +79,14 @@ class _Posted:
         self.done = threading.Event()
 
 
+def _said_why(reply: dict[str, Any], world: World) -> dict[str, Any]:
+    """``reply`` (not applied) with a ``"reason"`` when the world's loop has died."""
+    died = world.loop_error
+    if died is not None:
+        reply["reason"] = f"the world's tick loop died: {died!r}"
+    return reply
+
+
 class ControlServer:
     """Serves the control channel of ``world`` from ``state_dir`` until ``close()``.
 
@@ -434,7 +442,7 @@ class ControlServer:
                 reply = handler(self.world, request, self._stats)
             if self.world.lockstep:
                 reply["applied"] = False  # its ticks wait for lane work: no reply waits
-                return reply
+                return _said_why(reply, self.world)
             if posted is None:
                 posted = _Posted(seq=reply["seq"])
                 with self._clients_lock:
@@ -454,10 +462,7 @@ class ControlServer:
                 if self.world.closed or self._closing.is_set() or time.monotonic() >= deadline:
                     break
             reply["applied"] = posted.applied
-            died = self.world.loop_error
-            if not posted.applied and died is not None:
-                reply["reason"] = f"the world's tick loop died: {died!r}"
-            return reply
+            return reply if posted.applied else _said_why(reply, self.world)
         finally:
             if posted is not None:
                 with self._clients_lock, contextlib.suppress(ValueError):

@@ -264,9 +264,9 @@ class RunLoop:
 
     @property
     def loop_error(self) -> BaseException | None:
-        """The error that killed ``start()``'s loop, until ``stop()`` raises it; None while
-        it runs, before ``start()`` and after ``stop()``. With ``running`` False, it says
-        why nothing ticks any more without stopping anything."""
+        """The error that killed ``start()``'s loop, until ``stop()`` raises it (or
+        ``start()`` runs the loop again); None while it runs, before ``start()`` and after
+        ``stop()``. With ``running`` False, it says why nothing ticks any more."""
         return self._run_error
 
     def _run_guarded(self) -> None:

@@ -893,12 +893,13 @@ class _BrokenDisk:
         pass
 
 
-def test_a_command_to_a_world_whose_loop_died_is_answered_at_once_with_why(state):
+@pytest.mark.parametrize("lockstep", [False, True], ids=["live", "lockstep"])
+def test_a_command_to_a_world_whose_loop_died_is_answered_at_once_with_why(state, lockstep):
     # An embedded host's `start()` loop died (its journal could not be written): each
     # command then waited out `apply_timeout` for a tick that would never come, and its
-    # reply said only `"applied": false`, as for a slow tick.
+    # reply said only `"applied": false`, as for a slow tick (in lockstep, at once).
     disk = _BrokenDisk()
-    world = World(seed=1, journal=disk)
+    world = World(seed=1, journal=disk, lockstep=lockstep)
     world.spawn(sleeper, agent_id="a")
     world.spawn(sleeper, agent_id="b")
     with _serving(world, state, apply_timeout=60):  # past the client's 10 s: no waiting
@@ -906,11 +907,16 @@ def test_a_command_to_a_world_whose_loop_died_is_answered_at_once_with_why(state
         wait_for(lambda: world.status("b").kind is StatusKind.ACTIVE, what="the sleepers")
         disk.full.set()
         with ControlClient(state, timeout=10) as client:
-            # The tick applying it dies recording it; the next command finds it dead.
-            for agent in ("a", "b"):
-                reply = client.request("pause", agent=agent)
-                assert reply["applied"] is False, reply
-                assert "tick loop died" in reply["reason"] and "disk I/O error" in reply["reason"]
+            # The tick applying it dies recording it (a live world's reply waits for that
+            # tick; a lockstep one's does not); the next command finds the loop dead.
+            # (In lockstep the first reply may come before or after the loop died.)
+            first = client.request("pause", agent="a")
+            assert first["applied"] is False, first
+            wait_for(lambda: not world.running, what="the loop to die of its journal")
+            reply = client.request("pause", agent="b")
+            assert reply["applied"] is False, reply
+            for said in (reply,) if lockstep else (reply, first):
+                assert "tick loop died" in said["reason"] and "disk I/O error" in said["reason"]
         assert not world.running
         assert isinstance(world.loop_error, JournalError)
         with pytest.raises(JournalError, match="disk I/O error"):
@@ -1052,8 +1058,8 @@ def test_the_cli_says_when_a_command_is_queued_but_not_yet_applied(monkeypatch, 
         "answer a1/t1/p1 to a1: queued; the world has not applied it yet",
     ]
     # Why, when the server knows (the world's loop died), with control characters shown.
-    why = " (the world's tick loop died: JournalError('disk full\\x1b[2J'))"
-    assert out[6:] == [line + why for line in out[3:6]]
+    why = ": not confirmed; the world's tick loop died: JournalError('disk full\\x1b[2J')"
+    assert out[6:] == [f"pause a1{why}", f"send to a1{why}", f"answer a1/t1/p1 to a1{why}"]
 
 
 def _parent_of_a_sleeper(turn):
