@@ -65,6 +65,8 @@ def background_world() -> None:
         world.start()
         answered = 0
         while answered < len(agents):
+            if not world.running:  # the loop died (world.loop_error): stop() raises why
+                world.stop()
             for agent_id, request in world.hub.pending():
                 reply = "yes" if "staging" in request.prompt else "not today"
                 print(f"host answers {agent_id}: {request.prompt!r} -> {reply!r}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from runtime.cli.args import int_at_least
 from runtime.cli.observe import check_metrics_address
-from runtime.cli.run import announce_backend, run_world, signals_set
+from runtime.cli.run import announce_backend, discard_journal, run_world, signals_set
 from runtime.cli.serve import serve_world
 from runtime.cluster import tool_backend
 from runtime.errors import ControlError, JournalError, ScenarioError
@@ -94,6 +94,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         )
     scenario = _scenario(args, stored)
     label = args.fork if args.fork is not None else args.journal
+    forked: list[tuple[Journal, int]] = []  # the fork, and its ticks (the prefix) when made
 
     def make_world() -> World:
         fork = None
@@ -116,7 +117,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
             # Ctrl-C stops the rebuild at once, as it stops a run's tick: nothing has run
             # live yet and the journal is as it was (else it waited for the whole replay).
             with sigint.abandoning():
-                return resume(
+                world = resume(
                     args.journal,
                     tools=tools,
                     models=models,
@@ -127,34 +128,44 @@ def cmd_resume(args: argparse.Namespace) -> int:
                 )
         except BaseException:
             if fork is not None:  # nothing was run: leave no half-made fork behind
-                fork.close()
-                for suffix in ("", "-wal", "-shm"):
-                    Path(f"{args.fork}{suffix}").unlink(missing_ok=True)
+                discard_journal(fork)
             raise
+        if fork is not None:
+            forked.append((fork, fork.ticks))
+        return world
 
-    if args.serve:
-        return serve_world(make_world, scenario, args, journal=label, start=_no_new_agents)
-    stop = threading.Event()
-    with signals_set(stop) as caught:
-        world = make_world()
-        print(
-            escape_controls(f"resumed {scenario.name} at tick {world.tick_count} ({label})"),
-            file=sys.stderr,
-            flush=True,
-        )
-        title = f"tickwork resume {scenario.name}"
-        fresh = world.tick_count == 0
-        return run_world(
-            world,
-            scenario,
-            args,
-            title=title,
-            journal=label,
-            start=lambda view: _start(world, scenario, stop, view.spawned),
-            stop=stop,
-            caught=caught,
-            spawning=scenario.agent_count if fresh else 0,
-        )
+    try:
+        if args.serve:
+            return serve_world(make_world, scenario, args, journal=label, start=_no_new_agents)
+        stop = threading.Event()
+        with signals_set(stop) as caught:
+            world = make_world()
+            print(
+                escape_controls(f"resumed {scenario.name} at tick {world.tick_count} ({label})"),
+                file=sys.stderr,
+                flush=True,
+            )
+            title = f"tickwork resume {scenario.name}"
+            fresh = world.tick_count == 0
+            return run_world(
+                world,
+                scenario,
+                args,
+                title=title,
+                journal=label,
+                start=lambda view: _start(world, scenario, stop, view.spawned),
+                stop=stop,
+                caught=caught,
+                spawning=scenario.agent_count if fresh else 0,
+            )
+    except BaseException:
+        # Refused or stopped by an error before its first live tick: as `tickwork run`,
+        # "nothing was run" leaves no fork behind, or the same command, corrected, would
+        # be refused for the file.
+        for fork, replayed in forked:
+            if fork.ticks == replayed:
+                discard_journal(fork)
+        raise
 
 
 def _scenario(args: argparse.Namespace, stored: dict[str, object]) -> Scenario:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from components import PromptOpened, PromptSettled
 from runtime.journal import JournalReader
@@ -173,3 +177,41 @@ def test_a_resume_whose_models_cannot_be_built_starts_no_backend(tmp_path, monke
     monkeypatch.setattr(cli_resume, "build_models", no_models)
     assert main(["resume", str(journal), "--scenario", "examples/quickstart.toml"]) == 2
     assert all(b.closed for b in made), made
+
+
+@pytest.mark.parametrize("serve", [False, True], ids=["run", "serve"])
+def test_a_fork_stopped_by_an_error_before_its_first_live_tick_is_removed(
+    tmp_path, monkeypatch, capsys, serve
+):
+    # The fork was removed only when the rebuild failed: an error after it (starting the
+    # run, say) left the fork holding the prefix, and the same command, run again, was
+    # refused: "journal already exists".
+    from runtime.cli import resume as cli_resume
+    from runtime.cli.main import main
+
+    journal, fork = tmp_path / "run.db", tmp_path / "fork.db"
+    done = tickwork("run", "examples/quickstart.toml", "--quiet", "--journal", str(journal))
+    assert done.returncode == 0, done.stderr
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the start")
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(cli_resume, "_no_new_agents" if serve else "_start", broken)
+    base = tempfile.mkdtemp(prefix="tw-", dir="/tmp")
+    where = ["--serve", "--state-dir", f"{base}/state"] if serve else []
+    argv = [
+        "resume", str(journal), "--scenario", "examples/quickstart.toml",
+        "--at-tick", "5", "--journal", str(fork), "--quiet", *where,
+    ]  # fmt: skip
+    try:
+        assert main(argv) == 70
+        assert "internal error: RuntimeError: a bug in the start" in capsys.readouterr().err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["run.db"]
+        monkeypatch.undo()
+        monkeypatch.chdir(ROOT)
+        assert main(argv) == 0
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    with JournalReader(fork) as reader:
+        assert reader.tick_count() > 5
