@@ -30,6 +30,7 @@ COMMAND_OPS = ("send", "pause", "resume", "cancel", "interrupt")
 
 # An agent as the commands find it: what `PauseAgent`, `ResumeAgent` and `CancelAgent` read.
 _LIVE, _PAUSED, _ENDED = 0, 1, 2
+_STEERING = frozenset((PauseAgent, ResumeAgent, CancelAgent))  # the inputs `_follow` follows
 
 
 def _kind(rec: AgentRecord) -> int:
@@ -80,6 +81,11 @@ def no_effect(
         if op == "cancel":
             return f"{name} has a cancel queued already"
         return f"{name} has a cancel queued: {op} does nothing"
+    # Nothing queued steers anyone, and the op changes the agent itself: said without a
+    # walk of its subtree (under the tick's lock: ~85 ms with 100,000 agents below).
+    steered = any(item.__class__ in _STEERING for _seq, item in queued)
+    if rec is not None and not steered and _kind(rec) == (_LIVE if op == "pause" else _PAUSED):
+        return None
     # What each agent that matters here is, by id: the agent's subtree and those above it.
     found: dict[str, int] = {}
     below = [agent_id]
