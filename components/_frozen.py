@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -25,8 +26,9 @@ def fast_frozen_init(cls: type[T]) -> type[T]:
     object not given the field, as in the generated ``__init__``.
 
     Raises:
-        TypeError: ``cls`` is not a frozen, slotted dataclass, or an ``init=False`` field
-            has no default.
+        TypeError: ``cls`` is not a frozen, slotted dataclass, it has a ``__post_init__``
+            or ``InitVar`` fields (not supported here), or an ``init=False`` field has no
+            default.
     """
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen or "__slots__" not in cls.__dict__:
@@ -35,16 +37,21 @@ def fast_frozen_init(cls: type[T]) -> type[T]:
     args: list[str] = []
     body: list[str] = []
     keywords: list[str] = []  # keyword-only parameters, after the others as dataclasses has them
-    namespace["_NO_VALUE"] = _NO_VALUE
-    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    given = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    if hasattr(cls, "__post_init__") or given - {f.name for f in fields if f.init}:
+        # An `InitVar` is a parameter of the generated `__init__` and no field.
+        raise TypeError(f"{cls.__name__}: __post_init__ and InitVar fields are not supported")
+    namespace["__no_value__"] = _NO_VALUE
+    for field in fields:
         name = field.name
-        namespace[f"_set_{name}"] = cls.__dict__[name].__set__
+        namespace[f"_set_{name}"] = getattr(cls, name).__set__  # a base's slot too
         factory = field.default_factory
         if factory is not dataclasses.MISSING:  # as dataclasses does: called per object
             namespace[f"_factory_{name}"] = factory
             value = f"_factory_{name}()"
             if field.init:
-                value = f"_factory_{name}() if {name} is _NO_VALUE else {name}"
+                value = f"_factory_{name}() if {name} is __no_value__ else {name}"
         elif not field.init:  # as dataclasses does: not a parameter, set to its default
             if field.default is dataclasses.MISSING:
                 raise TypeError(f"{cls.__name__}.{name}: init=False needs a default")
@@ -57,7 +64,7 @@ def fast_frozen_init(cls: type[T]) -> type[T]:
             continue
         where = keywords if field.kw_only else args
         if factory is not dataclasses.MISSING:
-            where.append(f"{name}=_NO_VALUE")
+            where.append(f"{name}=__no_value__")
         elif field.default is dataclasses.MISSING:
             where.append(name)
         else:

@@ -126,7 +126,7 @@ def cmd_respond(args: argparse.Namespace) -> int:
         print(f"answered {reply['answered']} ({reply['agent']})")
     else:  # settled at the hub: the agent takes it at the world's next tick
         print(_queued(f"answer {reply['answered']} to", reply["agent"], reply))
-    return 0
+    return _status(reply)
 
 
 def _list_prompts(prompts: list[dict[str, Any]], as_json: bool) -> int:
@@ -220,7 +220,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         if reply.get("applied", True)
         else _queued("send to", args.agent, reply)
     )
-    return 0
+    return _status(reply)
 
 
 def cmd_steer(args: argparse.Namespace) -> int:
@@ -229,7 +229,13 @@ def cmd_steer(args: argparse.Namespace) -> int:
         reply = client.request(args.op, agent=args.agent)
     done = f"{_STEERING[args.op][1]} {args.agent}"
     print(done if reply.get("applied", True) else _queued(args.op, args.agent, reply))
-    return 0
+    return _status(reply)
+
+
+def _status(reply: dict[str, Any]) -> int:
+    # Exit 1 when no tick will confirm the command (the world's loop died), so a script
+    # can tell it from a command applied or queued.
+    return 1 if reply.get("reason") else 0
 
 
 def _queued(what: str, agent: str, reply: dict[str, Any]) -> str:

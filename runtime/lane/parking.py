@@ -42,17 +42,21 @@ def held() -> Slot | None:
 def joined(slot: Slot | None) -> Iterator[None]:
     """Run the block as one of the threads of the lane job holding ``slot``: an `off_lane`
     block in it gives back that job's permit, as on the job's own thread. For a thread
-    the job started (a tool's helper asking through its `ToolContext`); on a thread that
-    runs a lane job itself, or with None, it just runs the block.
+    the job started (a tool's helper asking through its `ToolContext`), or a worker of
+    another lane the tool handed work to: that thread is the job's for the block, and
+    what it was before after it. With None, or on the job's own thread, it just runs
+    the block. A thread's blocks nest; coroutines sharing a thread must not interleave
+    them (the mark is the thread's).
     """
-    if slot is None or getattr(current, "slot", None) is not None:
+    before: Slot | None = getattr(current, "slot", None)
+    if slot is None or before is slot:
         yield
         return
     current.slot = slot
     try:
         yield
     finally:
-        current.slot = None
+        current.slot = before
 
 
 def given_up() -> bool:

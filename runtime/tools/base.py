@@ -126,7 +126,8 @@ class ToolContext:
     @contextlib.contextmanager
     def off_lane(self) -> Iterator[None]:
         """Run the block without holding the call's lane permit, from whichever thread:
-        the one running the call or one the tool started. For a wait on something only
+        the one running the call, one the tool started, or a worker of another lane the
+        tool handed work to (`runtime.lane.parking.joined`). For a wait on something only
         other work can end (another agent, a queue another job fills); the call takes a
         place again once the last of its threads is back. Outside a lane, it just runs
         the block (`runtime.off_lane` is the same for the thread running the call alone).

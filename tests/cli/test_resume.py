@@ -215,3 +215,32 @@ def test_a_fork_stopped_by_an_error_before_its_first_live_tick_is_removed(
         shutil.rmtree(base, ignore_errors=True)
     with JournalReader(fork) as reader:
         assert reader.tick_count() > 5
+
+
+def test_a_fork_that_ran_live_ticks_is_kept_whatever_stops_it(tmp_path, monkeypatch, capsys):
+    # The other side of the rule: once the fork holds a live tick, a run is on record,
+    # and an error after it keeps the fork for `tickwork resume` to carry on.
+    from runtime.cli import resume as cli_resume
+    from runtime.cli import run as cli_run
+    from runtime.cli.main import main
+
+    journal, fork = tmp_path / "run.db", tmp_path / "fork.db"
+    done = tickwork("run", "examples/quickstart.toml", "--quiet", "--journal", str(journal))
+    assert done.returncode == 0, done.stderr
+
+    def three_ticks_then_a_bug(world: object, **kwargs: object) -> str:
+        for _ in range(3):
+            world.tick()  # type: ignore[attr-defined]
+        raise RuntimeError("a bug after three live ticks")
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(cli_run, "run_to_end", three_ticks_then_a_bug)
+    assert cli_resume.run_world is cli_run.run_world  # the run it patches is resume's
+    argv = [
+        "resume", str(journal), "--scenario", "examples/quickstart.toml",
+        "--at-tick", "5", "--journal", str(fork), "--quiet",
+    ]  # fmt: skip
+    assert main(argv) == 70
+    assert "a bug after three live ticks" in capsys.readouterr().err
+    with JournalReader(fork) as reader:
+        assert reader.tick_count() == 8  # the prefix and the three live ticks

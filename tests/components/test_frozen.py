@@ -142,6 +142,46 @@ def test_a_default_factory_is_called_for_each_object_not_given_the_field():
     assert fast(None).a is None  # a value that is no default is kept, None included
 
 
+def test_a_subclass_with_fields_of_its_own_is_sped_up_whole():
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Base:
+        a: int
+
+    @fast_frozen_init
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class More(Base):  # `a`'s slot is the base's (it raised KeyError: 'a')
+        b: str = "x"
+
+    assert (More(1).a, More(1).b, More(2, "y")) == (1, "x", More(a=2, b="y"))
+
+
+def test_a_post_init_or_an_init_var_is_refused_not_skipped():
+    # The fast `__init__` never called `__post_init__` (its checks were skipped: a value
+    # it refuses was taken) and dropped `InitVar` parameters.
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        a: int
+
+        def __post_init__(self) -> None:
+            if self.a < 0:
+                raise ValueError(self.a)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Passing:
+        a: int
+        scale: dataclasses.InitVar[int] = 1
+
+    for cls in (Checked, Passing):
+        with pytest.raises(TypeError, match="__post_init__ and InitVar"):
+            fast_frozen_init(cls)
+
+
+def test_a_field_may_have_any_name_the_generated_init_takes():
+    fields = [("_NO_VALUE", int, 0), ("other", list[int], dataclasses.field(default_factory=list))]
+    fast = fast_frozen_init(dataclasses.make_dataclass("N", fields, frozen=True, slots=True))
+    assert (fast(5)._NO_VALUE, fast(5).other) == (5, [])
+
+
 def test_frozen_builder_builds_the_very_objects_the_class_builds():
     build = frozen_builder(Plain)
     made = build(1, "y", (2,))

@@ -1040,16 +1040,20 @@ def test_the_cli_says_when_a_command_is_queued_but_not_yet_applied(monkeypatch, 
             return {"ok": True, **fields, "applied": self.applied, **self.reason}
 
     died = "the world's tick loop died: JournalError('disk full\x1b[2J')"
+    statuses = []
     for applied, reason in ((True, None), (False, None), (False, died)):
         client = Client(applied, reason)
         monkeypatch.setattr(control, "_client", lambda args, client=client: client)
-        control.cmd_steer(argparse.Namespace(op="pause", agent="a1"))
-        control.cmd_send(argparse.Namespace(agent="a1", text="hi"))
-        control.cmd_respond(
-            argparse.Namespace(
-                id="a1", value="yes", choice=None, approve=False, deny=False, json=False
-            )
-        )
+        statuses += [
+            control.cmd_steer(argparse.Namespace(op="pause", agent="a1")),
+            control.cmd_send(argparse.Namespace(agent="a1", text="hi")),
+            control.cmd_respond(
+                argparse.Namespace(
+                    id="a1", value="yes", choice=None, approve=False, deny=False, json=False
+                )
+            ),
+        ]
+    assert statuses == [0] * 6 + [1] * 3  # not confirmed, and never to be: exit 1
     out = capsys.readouterr().out.splitlines()
     assert out[:3] == ["paused a1", "sent to a1", "answered a1/t1/p1 (a1)"]
     assert out[3:6] == [

@@ -525,10 +525,14 @@ def test_a_helper_stepping_off_the_lane_after_its_job_ended_changes_nothing(make
     assert ran == [before] and lane.stats() == before
 
 
-def test_joined_on_a_lane_thread_or_without_a_slot_just_runs_the_block(make_lane):
-    lane = make_lane(2, on_outcome=Outcomes())
+def test_joined_on_another_lane_jobs_thread_makes_it_the_jobs_for_the_block(make_lane):
+    # A tool that hands its waiting to a worker of another lane: `joined` there did
+    # nothing (the thread ran a job already), so an `off_lane` block in it gave back that
+    # other job's permit, and the tool's job kept its own, with the deadlock it invites.
+    lane, other = make_lane(1, on_outcome=Outcomes()), make_lane(1, on_outcome=Outcomes())
     slots: list[object] = []
     seen: list[object] = []
+    parked: list[tuple[int, int]] = []
     first, release = threading.Event(), threading.Event()
 
     def a(cancel: CancelToken) -> list[ToolResult]:
@@ -538,18 +542,47 @@ def test_joined_on_a_lane_thread_or_without_a_slot_just_runs_the_block(make_lane
         return result("A")
 
     def b(cancel: CancelToken) -> list[ToolResult]:
-        with joined(slots[0]):  # B's own thread stays B's
+        own = held()
+        with joined(slots[0]):
             seen.append(held())
+            with joined(slots[0]):  # nested: still A's
+                seen.append(held())
+            with off_lane():
+                parked.append((lane.stats().parked, other.stats().parked))
+        seen.append(held())
+        seen.append(own)
         return result("B")
 
     lane.submit(ToolJob("a", "A", a))
     assert first.wait(WAIT)
-    lane.submit(ToolJob("b", "B", lambda c: (seen.append(held()), b(c))[1]))
-    wait_until(lambda: lane.stats().finished == 1, "B to end")
-    assert seen[0] is seen[1] and seen[0] is not slots[0]
+    other.submit(ToolJob("b", "B", b))
+    wait_until(lambda: other.stats().finished == 1, "B to end")
+    assert seen[:2] == [slots[0], slots[0]] and seen[2] is seen[3] is not slots[0]
+    assert parked == [(1, 0)]  # A stepped off, not B
+    release.set()
+    wait_until(lambda: lane.stats().finished == 1, "A to end")
+    s = lane.stats()
+    assert (s.parks, s.resumes, s.parked) == (1, 1, 0)
+    assert other.stats().parks == 0
+
+
+def test_joined_on_the_jobs_own_thread_or_without_a_slot_just_runs_the_block(make_lane):
+    lane = make_lane(1, on_outcome=Outcomes())
+    seen: list[object] = []
+
+    def a(cancel: CancelToken) -> list[ToolResult]:
+        own = held()
+        with joined(own):
+            seen.append(held())
+        seen.append(held())
+        seen.append(own)
+        return result("A")
+
+    lane.submit(ToolJob("a", "A", a))
+    wait_until(lambda: lane.stats().finished == 1, "A to end")
+    assert seen[0] is seen[1] is seen[2] is not None
     with joined(None):
         assert held() is None
-    release.set()
 
 
 def test_many_threads_of_one_job_stepping_off_and_back_keep_the_counters_straight(make_lane):

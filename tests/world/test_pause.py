@@ -566,3 +566,24 @@ def test_no_effect_never_refuses_a_command_that_would_change_something(journal_f
             assert _after(twin) == base, (agent, op)
         finally:
             twin.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(journal_format=st.sampled_from([2, None]), tree=_trees, steps=_steps)
+def test_no_effect_says_what_its_whole_walk_would_say(journal_format, tree, steps):
+    # The judgement without a walk (nothing queued steers anyone) against the whole
+    # walk, made to run by a queued resume of an agent that does not exist (the walk
+    # follows it over nobody). Only a shortcut that answered otherwise fails this.
+    from runtime.world import steering
+    from runtime.world.inputs import ResumeAgent
+
+    world = _play(journal_format, tree, steps)
+    try:
+        state, queued = world._state, world._inbox.queued()
+        walked = [*queued, (10**9, ResumeAgent("nobody"))]
+        for agent in sorted(state.records):
+            for op in _COMMANDS:
+                said = steering.no_effect(state, queued, agent, op)
+                assert said == steering.no_effect(state, walked, agent, op), (agent, op)
+    finally:
+        world.close()
