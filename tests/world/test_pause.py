@@ -262,13 +262,7 @@ def test_a_cancelled_tree_looks_for_agents_below_released_ones_once_at_its_top(
     for _ in range(12):
         world.tick()
     scans: list[str] = []
-    real = WorldState.cut_off
-
-    def counted(self, rec):
-        scans.append(rec.id)
-        return real(self, rec)
-
-    monkeypatch.setattr(WorldState, "cut_off", counted)
+    _count_walks(monkeypatch, WorldState, "cut_off", scans)
     world.cancel(other)
     world.tick()
     assert scans == [other]
@@ -327,6 +321,18 @@ def test_the_links_kept_for_released_agents_go_once_nothing_held_is_below_them(m
     world.tick()
     world.forget(leaf)  # cancelled: the last agent held below the released one goes
     assert (state.released_up, state.orphan_up, state.below) == ({}, {}, {})
+
+
+def _count_walks(monkeypatch, owner: object, name: str, seen: list[str]) -> None:
+    """Patch ``owner.<name>``, a walk whose last argument is the agent record it starts
+    from, to note that agent's id in ``seen`` and walk on."""
+    real = getattr(owner, name)
+
+    def counted(*args):
+        seen.append(args[-1].id)
+        return real(*args)
+
+    monkeypatch.setattr(owner, name, counted)
 
 
 def _parent(turn):
@@ -389,13 +395,7 @@ def test_no_effect_of_a_command_that_changes_the_agent_itself_walks_no_subtree(
     for _ in range(3):
         world.tick()
     walked: list[str] = []
-    walk = steering.subtree
-
-    def counted(state, rec):
-        walked.append(rec.id)
-        return walk(state, rec)
-
-    monkeypatch.setattr(steering, "subtree", counted)
+    _count_walks(monkeypatch, steering, "subtree", walked)
     assert world.no_effect("p", "pause") is None and walked == []
     world.send("p", "hi")  # a send steers nobody
     assert world.no_effect("p", "pause") is None and walked == []
