@@ -131,6 +131,8 @@ class ToolContext:
         other work can end (another agent, a queue another job fills); the call takes a
         place again once the last of its threads is back. Outside a lane, it just runs
         the block (`runtime.off_lane` is the same for the thread running the call alone).
+        The block is the thread's: not for coroutines that await inside it while others
+        of the same thread enter theirs.
         """
         with joined(self._slot), off_lane():
             yield
