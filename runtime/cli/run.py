@@ -235,9 +235,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         except BaseException:
             # Refused before its first tick (a --metrics port taken, a Dask scheduler not
-            # there, a spawn refused), or stopped there by a Ctrl-C or an internal error:
-            # "nothing was run" leaves no journal behind either, or the same command,
-            # corrected, would be refused for the file.
+            # there, a spawn refused), or stopped there by an internal error: "nothing
+            # was run" leaves no journal behind either, or the same command, corrected,
+            # would be refused for the file. (A Ctrl-C stops the run, which ends as any
+            # stopped run does, keeping its journal.)
             if journal is not None and (world is None or world.tick_count == 0):
                 discard_journal(journal)
             raise
