@@ -48,7 +48,7 @@ def joined(slot: Slot | None) -> Iterator[None]:
     the block. A thread's blocks nest; coroutines sharing a thread must not interleave
     them (the mark is the thread's).
     """
-    before: Slot | None = getattr(current, "slot", None)
+    before = held()
     if slot is None or before is slot:
         yield
         return
@@ -63,7 +63,7 @@ def given_up() -> bool:
     """Whether the lane job running on this thread was given up (it ran past its
     ``ToolJob.bound``): what it does from now on is delivered nowhere, so a batch starts
     no further call. False outside a lane job."""
-    slot: Slot | None = getattr(current, "slot", None)
+    slot = held()
     return slot is not None and slot.let_go
 
 
@@ -74,7 +74,7 @@ def off_lane() -> Iterator[None]:
     Rule: a job waiting on a person or on another agent must not hold lane capacity, or a
     full lane deadlocks (a job waiting for an answer that only a queued job can give).
     """
-    slot: Slot | None = getattr(current, "slot", None)
+    slot = held()
     if slot is None:
         yield
         return
