@@ -133,8 +133,8 @@ class ToolContext:
         the block (`runtime.off_lane` is the same for the thread running the call alone).
         The block is the thread's: not for coroutines that await inside it while others
         of the same thread enter theirs. In lockstep the ticks wait for the call all the
-        same (only a prompt lets them go on), so a wait for another agent's work there
-        ends at the tool's timeout.
+        same (only a prompt lets them go on), so a wait for another agent's work that
+        needs a later tick ends at the tool's timeout (without one, it never ends).
         """
         with joined(self._slot), off_lane():
             yield
